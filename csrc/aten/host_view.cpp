@@ -1,0 +1,24 @@
+#include "host_view.h"
+
+#include <c10/core/TensorImpl.h>
+
+namespace mydev {
+
+at::Tensor hostView(const at::Tensor& device_tensor) {
+  c10::StorageImpl* device_storage =
+      device_tensor.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+  // A non-owning DataPtr: the device tensor keeps the memory alive.
+  c10::Storage host_storage(
+      c10::Storage::use_byte_size_t(), device_storage->nbytes(),
+      c10::DataPtr(device_storage->mutable_data(), c10::Device(c10::kCPU)),
+      /*allocator=*/nullptr, /*resizable=*/false);
+  auto view = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(host_storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+      device_tensor.dtype());
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(
+      device_tensor.sizes(), device_tensor.strides(),
+      device_tensor.storage_offset());
+  return view;
+}
+
+}  // namespace mydev

@@ -1,0 +1,61 @@
+// Enqueueing host code as a mydev kernel on the current stream.
+#pragma once
+
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/util/Exception.h>
+
+#include <memory>
+#include <stdexcept>
+#include <utility>
+
+#include "../core/mydev_stream.h"
+#include "../core/runtime_check.h"
+
+namespace mydev {
+
+namespace detail {
+template <typename Body>
+void runKernelBody(void* user_data) {
+  // Owned here: freed whether the body returns or throws.
+  std::unique_ptr<Body> body(static_cast<Body*>(user_data));
+  // Kernels run ATen CPU kernels on host views; autograd was handled when
+  // the op was dispatched on the host, so skip it here.
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  try {
+    (*body)();
+  } catch (const c10::Error& error) {
+    // The driver reports what(); ATen's includes a C++ backtrace that would
+    // bury the message users need.
+    throw std::runtime_error(error.what_without_backtrace());
+  }
+}
+}  // namespace detail
+
+// Runs `body` on `stream` after the work already queued there. `name` must be
+// a string literal (or otherwise outlive the kernel): errors quote it.
+//
+// A body captures host views (hostView), never owning device tensors: the
+// caching allocator makes reuse safe in stream order, as on CUDA, and a body
+// that dropped the last reference on the executor thread would re-enter the
+// allocator from there.
+template <typename Body>
+void launchKernel(const char* name, const MydevStream& stream, Body&& body) {
+  using Stored = std::decay_t<Body>;
+  auto owned = std::make_unique<Stored>(std::forward<Body>(body));
+  const mydevError_t status =
+      mydevLaunchKernel(stream.raw(), name, &detail::runKernelBody<Stored>,
+                        owned.get());
+  // Success: the executor owns the body now. LaunchFailure (launch blocking
+  // reporting a kernel error) means the body already ran and was freed.
+  if (status == mydevSuccess || status == mydevErrorLaunchFailure) {
+    owned.release();
+  }
+  MYDEV_CHECK(status);
+}
+
+template <typename Body>
+void launchKernel(const char* name, Body&& body) {
+  launchKernel(name, getCurrentStream(), std::forward<Body>(body));
+}
+
+}  // namespace mydev

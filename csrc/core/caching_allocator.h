@@ -1,0 +1,15 @@
+// The mydev device allocator: a stream-aware caching allocator over the
+// driver's arena, in the manner of CUDA's (block pools per stream, splitting,
+// coalescing, record_stream, statistics, empty_cache, OOM with a retry after
+// releasing the cache).
+#pragma once
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+namespace mydev {
+
+// The allocator registered for PrivateUse1 (what torch.accelerator's memory
+// API and tensor allocation reach).
+c10::DeviceAllocator& cachingAllocator();
+
+}  // namespace mydev

@@ -1,0 +1,180 @@
+// device_ext._C: Python bindings for what torch does not already expose
+// generically (torch.Stream/Event/accelerator reach mydev through the
+// DeviceGuardImpl and the DeviceAllocator).
+#include <torch/csrc/Event.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <string>
+
+#include "../aten/debug_kernels.h"
+#include "../core/caching_allocator.h"
+#include "../core/generator.h"
+#include "../core/mydev_stream.h"
+#include "../core/runtime_check.h"
+
+namespace py = pybind11;
+
+namespace mydev {
+namespace {
+
+struct DeviceProperties {
+  std::string name;
+  size_t total_memory;
+  int multi_processor_count;
+  int major;
+  int minor;
+  int simd_width_bytes;
+  bool can_map_peer_memory;
+};
+
+DeviceProperties deviceProperties(c10::DeviceIndex device) {
+  checkDeviceIndex(device);
+  mydevDeviceProp prop{};
+  MYDEV_CHECK(mydevGetDeviceProperties(&prop, device));
+  return {prop.name,  prop.totalGlobalMem, prop.multiProcessorCount,
+          prop.major, prop.minor,          prop.simdWidthBytes,
+          prop.canMapPeerMemory != 0};
+}
+
+py::dict statArray(const c10::CachingAllocator::StatArray& array) {
+  static const char* const kPools[] = {"all", "small_pool", "large_pool"};
+  py::dict by_pool;
+  for (size_t i = 0; i < array.size(); ++i) {
+    py::dict stat;
+    stat["current"] = array[i].current;
+    stat["peak"] = array[i].peak;
+    stat["allocated"] = array[i].allocated;
+    stat["freed"] = array[i].freed;
+    by_pool[kPools[i]] = stat;
+  }
+  return by_pool;
+}
+
+// Same keys as torch.cuda.memory_stats before flattening.
+py::dict memoryStats(c10::DeviceIndex device) {
+  const auto stats = cachingAllocator().getDeviceStats(device);
+  py::dict result;
+  result["allocation"] = statArray(stats.allocation);
+  result["segment"] = statArray(stats.segment);
+  result["active"] = statArray(stats.active);
+  result["allocated_bytes"] = statArray(stats.allocated_bytes);
+  result["reserved_bytes"] = statArray(stats.reserved_bytes);
+  result["active_bytes"] = statArray(stats.active_bytes);
+  result["requested_bytes"] = statArray(stats.requested_bytes);
+  result["num_alloc_retries"] = stats.num_alloc_retries;
+  result["num_ooms"] = stats.num_ooms;
+  result["num_sync_all_streams"] = stats.num_sync_all_streams;
+  result["num_device_alloc"] = stats.num_device_alloc;
+  result["num_device_free"] = stats.num_device_free;
+  return result;
+}
+
+// torch.Event.elapsed_time accepts only an exact torch.Event as `end`;
+// torch.mydev.Event subclasses it, so timing goes through here.
+double eventElapsedTime(py::handle start, py::handle end) {
+  for (py::handle event : {start, end}) {
+    TORCH_CHECK_TYPE(PyObject_IsInstance(event.ptr(),
+                                         reinterpret_cast<PyObject*>(THPEventClass)) == 1,
+                     "elapsed_time expects torch.Event objects");
+  }
+  const c10::Event& first = reinterpret_cast<THPEvent*>(start.ptr())->event;
+  const c10::Event& second = reinterpret_cast<THPEvent*>(end.ptr())->event;
+  py::gil_scoped_release no_gil;
+  return first.elapsedTime(second);
+}
+
+py::tuple streamPriorityRange() {
+  int least = 0;
+  int greatest = 0;
+  MYDEV_CHECK(mydevDeviceGetStreamPriorityRange(&least, &greatest));
+  return py::make_tuple(least, greatest);
+}
+
+}  // namespace
+}  // namespace mydev
+
+PYBIND11_MODULE(_C, m) {
+  using namespace mydev;
+  m.doc() = "torch-mydev native extension";
+
+  py::class_<DeviceProperties>(m, "_DeviceProperties")
+      .def_readonly("name", &DeviceProperties::name)
+      .def_readonly("total_memory", &DeviceProperties::total_memory)
+      .def_readonly("multi_processor_count",
+                    &DeviceProperties::multi_processor_count)
+      .def_readonly("major", &DeviceProperties::major)
+      .def_readonly("minor", &DeviceProperties::minor)
+      .def_readonly("simd_width_bytes", &DeviceProperties::simd_width_bytes)
+      .def_readonly("can_map_peer_memory", &DeviceProperties::can_map_peer_memory)
+      .def("__repr__", [](const DeviceProperties& p) {
+        return "_MydevDeviceProperties(name='" + p.name +
+               "', major=" + std::to_string(p.major) +
+               ", minor=" + std::to_string(p.minor) +
+               ", total_memory=" + std::to_string(p.total_memory >> 20) +
+               "MB, multi_processor_count=" +
+               std::to_string(p.multi_processor_count) + ")";
+      });
+
+  m.def("_device_count", [] { return static_cast<int>(deviceCount()); });
+  m.def("_current_device", [] { return static_cast<int>(currentDevice()); });
+  m.def("_set_device", [](int device) {
+    checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
+    MYDEV_CHECK(mydevSetDevice(device));
+  });
+  m.def("_init", [] {
+    int count = 0;
+    MYDEV_CHECK(mydevGetDeviceCount(&count));
+  });
+  m.def("_is_initialized", [] { return mydevIsInitialized() != 0; });
+  m.def("_is_in_bad_fork", [] { return mydevIsForkedChild() != 0; });
+  m.def("_launch_blocking", [] { return mydevLaunchBlocking() != 0; });
+  m.def("_get_device_properties", [](int device) {
+    return deviceProperties(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_stream_priority_range", &streamPriorityRange);
+  m.def("_event_elapsed_time", &eventElapsedTime);
+  m.def("_stream_priority", [](int64_t stream_id, int device) {
+    return MydevStream(c10::Stream(c10::Stream::UNSAFE,
+                                   c10::Device(c10::DeviceType::PrivateUse1,
+                                               static_cast<c10::DeviceIndex>(device)),
+                                   stream_id))
+        .priority();
+  });
+  m.def("_current_stream", [](int device) {
+    const MydevStream stream = getCurrentStream(static_cast<c10::DeviceIndex>(device));
+    return py::make_tuple(stream.id(), static_cast<int>(stream.device_index()));
+  });
+  m.def("_set_stream", [](int64_t stream_id, int device) {
+    setCurrentStream(MydevStream(c10::Stream(
+        c10::Stream::UNSAFE,
+        c10::Device(c10::DeviceType::PrivateUse1,
+                    static_cast<c10::DeviceIndex>(device)),
+        stream_id)));
+  });
+  m.def("_synchronize", [](int device) {
+    checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
+    MYDEV_CHECK(mydevDeviceSynchronize(device));
+  }, py::call_guard<py::gil_scoped_release>());
+  m.def("_default_generator", [](int device) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
+        defaultGenerator(static_cast<c10::DeviceIndex>(device))));
+  });
+  m.def("_memory_stats", [](int device) {
+    return memoryStats(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_reset_peak_memory_stats", [](int device) {
+    cachingAllocator().resetPeakStats(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_reset_accumulated_memory_stats", [](int device) {
+    cachingAllocator().resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_empty_cache", [] { cachingAllocator().emptyCache({0, 0}); },
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_mem_get_info", [](int device) {
+    return cachingAllocator().getMemoryInfo(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_sleep", &sleepOnCurrentStream, py::arg("milliseconds"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_fail_on_stream", &failOnCurrentStream, py::arg("message"));
+}

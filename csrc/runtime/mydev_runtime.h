@@ -1,0 +1,195 @@
+// The mydev driver API: the boundary between torch-mydev and the device.
+//
+// Everything above this header (csrc/core, csrc/aten, csrc/distributed, the
+// Python package) talks to the device only through these functions. Nothing
+// below it knows about torch. A vendor porting torch-mydev to real silicon
+// reimplements this header and keeps the rest of the package.
+//
+// The API is C-style, in the spirit of a GPU runtime: opaque handles, an error
+// code per call, a thread-local current device. Every call is thread-safe.
+//
+// Semantics every implementation must keep (torch-mydev relies on them):
+//  * Streams are in-order queues. Work enqueued on a stream runs after all work
+//    enqueued on it before, asynchronously with respect to the host: an
+//    enqueueing call returns before the work ran (unless launch blocking is on).
+//  * A failure inside enqueued work is recorded for its device and reported by
+//    the next synchronizing call on that device (stream/event/device
+//    synchronize, synchronous memcpy) as mydevErrorLaunchFailure, with a
+//    message naming the kernel; reporting clears it, the device stays usable.
+//  * Device memory is not host-accessible except from enqueued work (kernels
+//    and memcpys). In the simulator it is host memory, but code above this
+//    boundary must not rely on that outside a kernel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+
+typedef enum mydevError {
+  mydevSuccess = 0,
+  mydevErrorInvalidValue = 1,
+  mydevErrorInvalidDevice = 2,
+  mydevErrorMemoryAllocation = 3,  // out of device (or pinned host) memory
+  mydevErrorNotReady = 4,          // query: the work has not completed yet
+  mydevErrorLaunchFailure = 5,     // enqueued work failed; see message
+  mydevErrorInvalidHandle = 6,     // a stream/event handle that is not valid
+  mydevErrorNotPermitted = 7,      // e.g. use after fork
+  mydevErrorInitialization = 8,    // bad configuration (env vars)
+} mydevError_t;
+
+// Short, static description of an error code.
+const char* mydevGetErrorString(mydevError_t error);
+// The detailed message of the last error returned on this thread (includes
+// kernel names and sizes); empty if the last call succeeded.
+const char* mydevGetLastErrorMessage(void);
+
+// ---------------------------------------------------------------- devices --
+// Configuration is read once, at the first call into the runtime:
+//   MYDEV_DEVICE_COUNT    number of devices (default 2, 0..64)
+//   MYDEV_MEMORY_MB       capacity of each device's memory arena in MiB
+//                         (default: a quarter of host RAM divided by the
+//                         device count, at least 256)
+//   MYDEV_LAUNCH_BLOCKING 1: every enqueue waits for the work to finish and
+//                         reports its failure at once
+mydevError_t mydevGetDeviceCount(int* count);
+// Current device of the calling thread (default 0).
+mydevError_t mydevGetDevice(int* device);
+mydevError_t mydevSetDevice(int device);
+
+#define MYDEV_DEVICE_NAME_LEN 64
+typedef struct mydevDeviceProp {
+  char name[MYDEV_DEVICE_NAME_LEN];  // "mydev simulated device"
+  size_t totalGlobalMem;             // arena capacity in bytes
+  int multiProcessorCount;           // compute units (host hardware threads)
+  int major;                         // capability version
+  int minor;
+  int simdWidthBytes;                // widest vector unit the kernels use
+  int maxStreamsPerDevice;           // 0 = no fixed limit
+  int canMapPeerMemory;              // 1: peers in other processes can map
+                                     //    this device's memory (IPC handles)
+} mydevDeviceProp;
+mydevError_t mydevGetDeviceProperties(mydevDeviceProp* prop, int device);
+
+// Free and total bytes of a device's memory.
+mydevError_t mydevMemGetInfo(int device, size_t* free_bytes,
+                             size_t* total_bytes);
+
+// Waits for all work on all streams of the device; reports pending failures.
+mydevError_t mydevDeviceSynchronize(int device);
+
+// 1 if launch blocking is on (MYDEV_LAUNCH_BLOCKING=1), else 0.
+int mydevLaunchBlocking(void);
+
+// ----------------------------------------------------------------- memory --
+// Device memory from the device's arena, aligned to 512 bytes. size 0 gives
+// *ptr == nullptr and success. Out of memory: mydevErrorMemoryAllocation and
+// the message gives requested/free/capacity.
+mydevError_t mydevMalloc(void** ptr, size_t size, int device);
+// Returns device memory to the arena. The caller guarantees no enqueued work
+// still uses it (synchronize first). nullptr is a no-op.
+mydevError_t mydevFree(void* ptr);
+
+// Page-locked ("pinned") host memory: copies between it and the device can
+// run asynchronously. Plain host memory makes async copies synchronous.
+mydevError_t mydevHostAlloc(void** ptr, size_t size);
+mydevError_t mydevHostFree(void* ptr);
+
+typedef enum mydevMemoryType {
+  mydevMemoryTypeUnregistered = 0,  // ordinary host memory
+  mydevMemoryTypeHost = 1,          // from mydevHostAlloc
+  mydevMemoryTypeDevice = 2,        // inside a device arena
+} mydevMemoryType;
+typedef struct mydevPointerAttributes {
+  mydevMemoryType type;
+  int device;         // owning device for device memory, else -1
+  void* basePointer;  // start of the allocation containing the pointer, for
+                      // device and pinned memory; else nullptr
+  size_t size;        // size of that allocation
+} mydevPointerAttributes;
+mydevError_t mydevPointerGetAttributes(mydevPointerAttributes* attributes,
+                                       const void* ptr);
+
+// ---------------------------------------------------------------- streams --
+typedef struct mydevStream* mydevStream_t;
+
+// Lower number = higher priority, as on CUDA. Priorities order the device's
+// work when several streams have kernels ready at once.
+mydevError_t mydevDeviceGetStreamPriorityRange(int* least_priority,
+                                               int* greatest_priority);
+// The device's default stream: always exists, never destroyed.
+mydevError_t mydevStreamGetDefault(int device, mydevStream_t* stream);
+mydevError_t mydevStreamCreate(mydevStream_t* stream, int device,
+                               int priority);
+// Waits for the stream's work, then releases it. The default stream cannot
+// be destroyed (mydevErrorInvalidHandle).
+mydevError_t mydevStreamDestroy(mydevStream_t stream);
+mydevError_t mydevStreamGetDevice(mydevStream_t stream, int* device);
+mydevError_t mydevStreamGetPriority(mydevStream_t stream, int* priority);
+// mydevSuccess if all enqueued work completed, mydevErrorNotReady otherwise.
+mydevError_t mydevStreamQuery(mydevStream_t stream);
+mydevError_t mydevStreamSynchronize(mydevStream_t stream);
+
+// ----------------------------------------------------------------- events --
+typedef struct mydevEvent* mydevEvent_t;
+enum {
+  mydevEventDefault = 0,
+  mydevEventDisableTiming = 1,
+  mydevEventBlockingSync = 2,  // synchronize sleeps instead of spinning
+};
+mydevError_t mydevEventCreate(mydevEvent_t* event, unsigned flags);
+mydevError_t mydevEventDestroy(mydevEvent_t event);
+// Captures the work enqueued on `stream` so far; re-recording replaces it.
+mydevError_t mydevEventRecord(mydevEvent_t event, mydevStream_t stream);
+// mydevSuccess if the captured work completed (or never recorded).
+mydevError_t mydevEventQuery(mydevEvent_t event);
+mydevError_t mydevEventSynchronize(mydevEvent_t event);
+// Work enqueued on `stream` after this call waits for the event's captured
+// work (any device). Does not block the host.
+mydevError_t mydevStreamWaitEvent(mydevStream_t stream, mydevEvent_t event);
+// Milliseconds between two completed, timing-enabled events.
+mydevError_t mydevEventElapsedTime(float* ms, mydevEvent_t start,
+                                   mydevEvent_t end);
+
+// ------------------------------------------------------- copies and kernels --
+typedef enum mydevMemcpyKind {
+  mydevMemcpyHostToHost = 0,
+  mydevMemcpyHostToDevice = 1,
+  mydevMemcpyDeviceToHost = 2,
+  mydevMemcpyDeviceToDevice = 3,  // same or different devices
+  mydevMemcpyDefault = 4,         // inferred from the pointers
+} mydevMemcpyKind;
+// Stream-ordered copy. With ordinary (not pinned) host memory on either side,
+// it first waits for the stream and copies before returning, as CUDA does
+// with pageable memory, so the caller may reuse its buffer at once.
+mydevError_t mydevMemcpyAsync(void* dst, const void* src, size_t count,
+                              mydevMemcpyKind kind, mydevStream_t stream);
+// Copy that completes before returning, ordered after the stream's work.
+mydevError_t mydevMemcpy(void* dst, const void* src, size_t count,
+                         mydevMemcpyKind kind, mydevStream_t stream);
+mydevError_t mydevMemsetAsync(void* dst, int value, size_t count,
+                              mydevStream_t stream);
+
+// A kernel. In the simulator a kernel is host code run by the stream's
+// executor with device memory addressable; a C++ exception escaping `fn` is
+// the kernel failing (its what() becomes part of the reported error).
+// `name` must outlive the kernel (a string literal or interned string).
+typedef void (*mydevKernelFn_t)(void* user_data);
+// Enqueues fn(user_data) on the stream. If the launch itself fails, fn is not
+// called and the caller still owns user_data.
+mydevError_t mydevLaunchKernel(mydevStream_t stream, const char* name,
+                               mydevKernelFn_t fn, void* user_data);
+
+// ------------------------------------------------------------ process state --
+// 1 if this process was forked from a parent in which a device had been put
+// to use (see mydevIsInitialized). The parent's worker threads do not exist
+// in such a child and its device memory is shared with the parent, so every
+// call there (but this one and the error strings) fails with
+// mydevErrorNotPermitted, as CUDA refuses to re-initialise after fork.
+// Asking only for device counts or properties before fork() poisons nothing.
+int mydevIsForkedChild(void);
+// 1 once a device has been put to use in this process: a stream executor or
+// a memory arena exists (CUDA's "primary context").
+int mydevIsInitialized(void);
+
+}  // extern "C"

@@ -1,0 +1,276 @@
+#include "stream.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <system_error>
+
+#include "device.h"
+#include "error.h"
+#include "event.h"
+#include "kernel_gate.h"
+#include "lifecycle.h"
+#include "parallel_copy.h"
+#include "spin.h"
+
+namespace mydev_sim {
+namespace {
+
+constexpr uint32_t kLiveMagic = 0x6d796473;
+constexpr uint32_t kDeadMagic = 0xdead5173;
+constexpr size_t kInitialRingSize = 256;  // a power of two
+// Tasks taken from the ring per lock acquisition.
+constexpr size_t kBatch = 32;
+
+std::atomic<uint64_t> g_next_stream_id{0};
+
+// The stream whose executor is this thread, so that exit does not wait for
+// the task that called exit().
+thread_local Stream* t_executor_of = nullptr;
+
+int gate_level(int priority) { return priority < 0 ? 0 : 1; }
+
+}  // namespace
+
+Stream::Stream(Device* device, int priority, bool is_default)
+    : magic_(kLiveMagic),
+      device_(device),
+      priority_(priority),
+      is_default_(is_default),
+      ring_(kInitialRingSize),
+      mask_(kInitialRingSize - 1) {}
+
+mydevError_t Stream::create(Device* device, int priority, bool is_default,
+                            Stream** out) {
+  // CUDA clamps out-of-range priorities too.
+  auto* stream = new Stream(device, priority < 0 ? -1 : 0, is_default);
+  note_device_activated();
+  try {
+    stream->executor_ = std::thread([stream] { stream->executor_main(); });
+  } catch (const std::system_error& error) {
+    delete stream;
+    return fail(mydevErrorMemoryAllocation,
+                "mydev:%d: cannot start a stream executor thread: %s",
+                device->index(), error.what());
+  }
+  device->add_stream(stream);
+  *out = stream;
+  return mydevSuccess;
+}
+
+bool Stream::valid() const {
+  return magic_.load(std::memory_order_relaxed) == kLiveMagic;
+}
+
+void Stream::release() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+uint64_t Stream::enqueue(const Task& task) {
+  uint64_t sequence;
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    const uint64_t tail = enqueued_.load(std::memory_order_relaxed);
+    if (tail - head_ == ring_.size()) grow_ring();
+    ring_[tail & mask_] = task;
+    sequence = tail + 1;
+    enqueued_.store(sequence, std::memory_order_release);
+    wake = executor_sleeping_;
+  }
+  // Only a sleeping executor needs the (comparatively slow) futex wake; a
+  // spinning one sees enqueued_ change.
+  if (wake) work_cv_.notify_one();
+  return sequence;
+}
+
+void Stream::grow_ring() {
+  std::vector<Task> larger(ring_.size() * 2);
+  const size_t larger_mask = larger.size() - 1;
+  const uint64_t tail = enqueued_.load(std::memory_order_relaxed);
+  for (uint64_t i = head_; i < tail; ++i) {
+    larger[i & larger_mask] = ring_[i & mask_];
+  }
+  ring_.swap(larger);
+  mask_ = larger_mask;
+}
+
+void Stream::executor_main() {
+  char name[16];
+  std::snprintf(name, sizeof name, "mydev%d-s%llu", device_->index(),
+                static_cast<unsigned long long>(
+                    g_next_stream_id.fetch_add(1, std::memory_order_relaxed)));
+  pthread_setname_np(pthread_self(), name);
+  t_executor_of = this;
+
+  Task batch[kBatch];
+  std::unique_lock<std::mutex> lock(queue_mutex_);
+  for (;;) {
+    const uint64_t tail = enqueued_.load(std::memory_order_relaxed);
+    if (head_ == tail) {
+      if (stop_) return;
+      // Spin before sleeping: the next launch usually comes within
+      // microseconds, and a futex wake would cost more than the kernel.
+      lock.unlock();
+      spin_until([&] {
+        return enqueued_.load(std::memory_order_acquire) != head_;
+      });
+      lock.lock();
+      while (head_ == enqueued_.load(std::memory_order_relaxed) && !stop_) {
+        executor_sleeping_ = true;
+        work_cv_.wait(lock);
+        executor_sleeping_ = false;
+      }
+      continue;
+    }
+    const size_t count = size_t(std::min<uint64_t>(tail - head_, kBatch));
+    for (size_t i = 0; i < count; ++i) batch[i] = ring_[(head_ + i) & mask_];
+    const uint64_t first = head_ + 1;
+    head_ += count;
+    lock.unlock();
+    for (size_t i = 0; i < count; ++i) execute(batch[i], first + i);
+    lock.lock();
+  }
+}
+
+void Stream::execute(const Task& task, uint64_t sequence) {
+  // busy_ before the check, exit sets its flag before reading busy_: either
+  // exit waits for this task or this task sees the flag (both seq_cst).
+  busy_.store(true, std::memory_order_seq_cst);
+  if (shutting_down()) park_for_exit();
+  switch (task.kind) {
+    case TaskKind::Kernel:
+      run_kernel(task);
+      break;
+    case TaskKind::Copy:
+      copy_bytes(task.dst, task.src, task.count);
+      break;
+    case TaskKind::Fill:
+      fill_bytes(task.dst, task.fill_value, task.count);
+      break;
+    case TaskKind::EventMarker:
+      task.record->time_ns.store(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(
+              std::chrono::steady_clock::now().time_since_epoch())
+              .count(),
+          std::memory_order_relaxed);
+      task.record->release();
+      break;
+    case TaskKind::WaitEvent:
+      task.record->stream->wait(task.record->sequence, /*spin=*/true);
+      task.record->release();
+      break;
+  }
+  // seq_cst pairs with the waiter's seq_cst increment of waiters_ in wait():
+  // either this load sees the waiter, or the waiter sees the new count.
+  completed_.store(sequence, std::memory_order_seq_cst);
+  busy_.store(false, std::memory_order_release);
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    // Taking the mutex orders this notify after the waiter went to sleep.
+    { std::lock_guard<std::mutex> lock(done_mutex_); }
+    done_cv_.notify_all();
+  }
+}
+
+void Stream::run_kernel(const Task& task) {
+  {
+    KernelSlot slot(device_->gate(), gate_level(priority_));
+    if (!shutting_down()) {
+      try {
+        task.fn(task.dst);
+      } catch (const std::exception& error) {
+        device_->record_failure(
+            format("kernel '%s' failed on mydev:%d: %s", task.name,
+                   device_->index(), error.what()));
+      } catch (...) {
+        device_->record_failure(
+            format("kernel '%s' failed on mydev:%d: unknown exception",
+                   task.name, device_->index()));
+      }
+      return;
+    }
+  }
+  park_for_exit();
+}
+
+// The process is exiting: run nothing more, and never return, so the thread
+// does not unwind (thread-local destructors of kernel libraries) while the
+// main thread runs static destructors. exit() ends the thread.
+void Stream::park_for_exit() {
+  busy_.store(false, std::memory_order_seq_cst);
+  std::unique_lock<std::mutex> lock(queue_mutex_);
+  for (;;) work_cv_.wait(lock);
+}
+
+void Stream::wait(uint64_t sequence, bool spin) {
+  auto reached = [&] {
+    return completed_.load(std::memory_order_seq_cst) >= sequence ||
+           shutting_down();
+  };
+  if (reached()) return;
+  if (spin && spin_until(reached)) return;
+  std::unique_lock<std::mutex> lock(done_mutex_);
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  done_cv_.wait(lock, reached);
+  waiters_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Stream::destroy() {
+  magic_.store(kDeadMagic, std::memory_order_relaxed);
+  device_->remove_stream(this);
+  wait(enqueued(), /*spin=*/true);
+  // A parked executor never ends: leave the stream to the exiting process.
+  if (shutting_down()) return;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    stop_ = true;
+  }
+  work_cv_.notify_one();
+  executor_.join();
+  release();
+}
+
+void Stream::wake_waiters_for_exit() {
+  { std::lock_guard<std::mutex> lock(done_mutex_); }
+  done_cv_.notify_all();
+}
+
+void Stream::wait_idle_for_exit(
+    std::chrono::steady_clock::time_point deadline) {
+  if (t_executor_of == this) return;
+  while (busy_.load(std::memory_order_seq_cst) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+mydevError_t resolve_stream(mydevStream_t handle, Stream** out) {
+  if (handle == nullptr) {
+    Device* device = nullptr;
+    if (mydevError_t status = get_device(current_device(), &device)) {
+      return status;
+    }
+    return device->default_stream(out);
+  }
+  Stream* stream = Stream::from_handle(handle);
+  if (!stream->valid()) {
+    return fail(mydevErrorInvalidHandle,
+                "%p is not a valid mydev stream (destroyed?)",
+                static_cast<void*>(handle));
+  }
+  *out = stream;
+  return mydevSuccess;
+}
+
+mydevError_t synchronize_stream(Stream* stream) {
+  stream->wait(stream->enqueued(), /*spin=*/true);
+  return stream->device()->report_failure();
+}
+
+mydevError_t finish_enqueue(Stream* stream) {
+  return config().launch_blocking ? synchronize_stream(stream) : mydevSuccess;
+}
+
+}  // namespace mydev_sim

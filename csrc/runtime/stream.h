@@ -1,0 +1,141 @@
+// A stream: an in-order task queue run by its own executor thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "mydev_runtime.h"
+
+namespace mydev_sim {
+
+class Device;
+struct EventRecord;
+
+enum class TaskKind : uint8_t { Kernel, Copy, Fill, EventMarker, WaitEvent };
+
+// Plain data, copied into the stream's ring: enqueueing allocates nothing.
+struct Task {
+  TaskKind kind;
+  int fill_value;
+  const char* name;      // Kernel
+  mydevKernelFn_t fn;    // Kernel
+  void* dst;             // Kernel: user_data
+  const void* src;
+  size_t count;
+  EventRecord* record;   // EventMarker, WaitEvent: owns one reference
+
+  static Task kernel(const char* name, mydevKernelFn_t fn, void* user_data) {
+    return Task{TaskKind::Kernel, 0, name, fn, user_data, nullptr, 0, nullptr};
+  }
+  static Task copy(void* dst, const void* src, size_t count) {
+    return Task{TaskKind::Copy, 0, nullptr, nullptr, dst, src, count, nullptr};
+  }
+  static Task fill(void* dst, int value, size_t count) {
+    return Task{TaskKind::Fill, value, nullptr, nullptr, dst, nullptr, count,
+                nullptr};
+  }
+  static Task marker(EventRecord* record) {
+    return Task{TaskKind::EventMarker, 0, nullptr, nullptr, nullptr, nullptr, 0,
+                record};
+  }
+  static Task wait_event(EventRecord* record) {
+    return Task{TaskKind::WaitEvent, 0, nullptr, nullptr, nullptr, nullptr, 0,
+                record};
+  }
+};
+
+// Reference counted: event records keep their stream alive after
+// mydevStreamDestroy, so that querying such an event stays valid.
+class Stream {
+ public:
+  // The new stream holds one reference, the handle's.
+  static mydevError_t create(Device* device, int priority, bool is_default,
+                             Stream** out);
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  static Stream* from_handle(mydevStream_t handle) {
+    return reinterpret_cast<Stream*>(handle);
+  }
+  mydevStream_t handle() { return reinterpret_cast<mydevStream_t>(this); }
+  // False once destroyed; a handle whose memory was freed is undefined
+  // behaviour, as on CUDA.
+  bool valid() const;
+
+  Device* device() const { return device_; }
+  int priority() const { return priority_; }
+  bool is_default() const { return is_default_; }
+
+  // Returns the task's sequence number (1 for the first task).
+  uint64_t enqueue(const Task& task);
+  uint64_t enqueued() const {
+    return enqueued_.load(std::memory_order_acquire);
+  }
+  uint64_t completed() const {
+    return completed_.load(std::memory_order_acquire);
+  }
+  // Until completed() >= sequence, spinning briefly first if `spin`.
+  void wait(uint64_t sequence, bool spin);
+
+  // Waits for the stream's work, stops the executor, invalidates the handle
+  // and drops the handle's reference.
+  void destroy();
+
+  void retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release();
+
+  // Exit, in two passes over all streams: first wake every waiter, then
+  // wait (until the deadline) for the task in flight.
+  void wake_waiters_for_exit();
+  void wait_idle_for_exit(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  Stream(Device* device, int priority, bool is_default);
+  ~Stream() = default;
+
+  void executor_main();
+  void execute(const Task& task, uint64_t sequence);
+  void run_kernel(const Task& task);
+  [[noreturn]] void park_for_exit();
+  void grow_ring();
+
+  std::atomic<uint32_t> magic_;
+  Device* const device_;
+  const int priority_;
+  const bool is_default_;
+  std::atomic<int> refs_{1};
+
+  std::mutex queue_mutex_;
+  std::condition_variable work_cv_;
+  std::vector<Task> ring_;         // indexed by sequence & mask
+  size_t mask_;
+  uint64_t head_ = 0;              // tasks taken by the executor
+  std::atomic<uint64_t> enqueued_{0};
+  bool executor_sleeping_ = false;
+  bool stop_ = false;
+
+  // Written by the executor after every task: kept off the cache line that
+  // enqueueing threads write.
+  alignas(64) std::atomic<uint64_t> completed_{0};
+  std::atomic<bool> busy_{false};  // a task is in flight (for exit)
+  std::atomic<int> waiters_{0};    // threads asleep in wait()
+  std::mutex done_mutex_;
+  std::condition_variable done_cv_;
+
+  std::thread executor_;
+};
+
+// nullptr means the current device's default stream, as on CUDA.
+mydevError_t resolve_stream(mydevStream_t handle, Stream** out);
+// Waits for everything enqueued on the stream so far, then reports its
+// device's pending failure.
+mydevError_t synchronize_stream(Stream* stream);
+// The end of every enqueueing call: with launch blocking, synchronize.
+mydevError_t finish_enqueue(Stream* stream);
+
+}  // namespace mydev_sim

@@ -1,0 +1,29 @@
+"""torch-mydev: the ``mydev`` device for PyTorch.
+
+``import torch`` loads this package through the ``torch.backends`` entry point
+(``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off); ``import device_ext``
+works too. After either, ``torch.randn(2, device="mydev")`` and
+``torch.mydev.*`` are available.
+"""
+
+
+def _autoload() -> None:
+    """Entry point called at the end of ``import torch``. Importing this
+    package is what registers the device, so there is nothing left to do.
+
+    Defined before anything imports torch: when ``device_ext`` is imported
+    first, torch's autoload finds this package half-initialised and looks
+    this function up."""
+
+
+from ._torch_compat import check_torch_version  # noqa: E402
+
+check_torch_version()
+
+from . import _C  # noqa: E402  (only after the version check: a mismatched
+# binary would fail with an undefined-symbol trace instead of a clear message)
+from ._registration import register  # noqa: E402
+
+register()
+
+__all__ = ["check_torch_version"]

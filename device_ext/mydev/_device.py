@@ -1,0 +1,107 @@
+"""Device selection, availability and lazy initialisation."""
+
+import threading
+from typing import Any, Optional, Union
+
+import torch
+
+from .. import _C
+
+_DeviceLike = Union[torch.device, str, int, None]
+
+_initialized = False
+_init_lock = threading.Lock()
+
+
+def _is_in_bad_fork() -> bool:
+    return _C._is_in_bad_fork()
+
+
+def is_available() -> bool:
+    return device_count() > 0
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def is_initialized() -> bool:
+    return _initialized and not _is_in_bad_fork()
+
+
+def _lazy_init() -> None:
+    """Brings up the driver on first real use, and refuses in a process forked
+    after that happened (its executor threads do not exist there)."""
+    global _initialized
+    if is_initialized():
+        return
+    with _init_lock:
+        if is_initialized():
+            return
+        if _is_in_bad_fork():
+            raise RuntimeError(
+                "Cannot re-initialize mydev in forked subprocess. To use mydev "
+                "with multiprocessing, you must use the 'spawn' start method"
+            )
+        _C._init()
+        _initialized = True
+
+
+def _get_device_index(device: _DeviceLike, optional: bool = True) -> int:
+    """Index of a mydev device given as int, 'mydev', 'mydev:1' or
+    torch.device; None (and a bare 'mydev') mean the current device."""
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "mydev":
+            raise ValueError(f"Expected a mydev device, but got: {device}")
+        index = device.index
+    elif isinstance(device, int):
+        index = device
+    elif device is None:
+        index = None
+    else:
+        raise TypeError(f"Invalid device argument: {device!r}")
+    if index is None:
+        if not optional:
+            raise ValueError(f"Expected a mydev device with an index, got {device!r}")
+        return current_device()
+    return index
+
+
+def current_device() -> int:
+    _lazy_init()
+    return _C._current_device()
+
+
+def set_device(device: _DeviceLike) -> None:
+    index = _get_device_index(device)
+    if index >= 0:
+        _lazy_init()
+        _C._set_device(index)
+
+
+class device:
+    """Context manager that makes ``device`` current, restoring the previous
+    one on exit (``torch.mydev.device(1)``)."""
+
+    def __init__(self, device: Any):
+        self.idx = _get_device_index(device, optional=True) if device is not None else -1
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        self.prev_idx = current_device()
+        if self.idx >= 0 and self.idx != self.prev_idx:
+            set_device(self.idx)
+
+    def __exit__(self, *exc: Any) -> bool:
+        if self.idx >= 0 and self.idx != self.prev_idx:
+            set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """``device`` of a tensor's device if it is on mydev, otherwise a no-op."""
+
+    def __init__(self, obj: torch.Tensor):
+        super().__init__(obj.get_device() if obj.device.type == "mydev" else None)
