@@ -1,6 +1,7 @@
 // Copies that involve mydev: host->device, device->host, within a device and
 // between devices; any layout, any dtype conversion, stream-ordered, with
 // non_blocking honoured for pinned host memory.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -16,11 +17,13 @@
 namespace mydev {
 namespace {
 
-// Dense tensors with equal sizes and strides occupy one byte span laid out
-// identically, so a plain memcpy of that span is the whole copy.
+// Dense tensors with equal sizes, strides and conjugate/negative bits occupy
+// one byte span laid out identically, so a plain memcpy of that span is the
+// whole copy.
 bool sameDenseLayout(const at::Tensor& a, const at::Tensor& b) {
   return a.dtype() == b.dtype() && a.sizes() == b.sizes() &&
-         a.strides() == b.strides() && a.is_non_overlapping_and_dense() &&
+         a.strides() == b.strides() && a.is_conj() == b.is_conj() &&
+         a.is_neg() == b.is_neg() && a.is_non_overlapping_and_dense() &&
          b.is_non_overlapping_and_dense();
 }
 
@@ -29,14 +32,17 @@ size_t denseBytes(const at::Tensor& t) {
 }
 
 // A tensor on `device` shaped like `like` (its strides if it is dense,
-// contiguous otherwise) with `dtype`.
+// contiguous otherwise) with `dtype` and like's conjugate/negative bits, so
+// that its raw bytes are what `like`'s raw bytes must become.
 at::Tensor denseLike(const at::Tensor& like, at::ScalarType dtype,
                      c10::Device device) {
   const auto options = like.options().dtype(dtype).device(device);
-  if (like.is_non_overlapping_and_dense()) {
-    return at::empty_strided(like.sizes(), like.strides(), options);
-  }
-  return at::empty(like.sizes(), options);
+  at::Tensor result = like.is_non_overlapping_and_dense()
+                          ? at::empty_strided(like.sizes(), like.strides(), options)
+                          : at::empty(like.sizes(), options);
+  result.unsafeGetTensorImpl()->_set_conj(like.is_conj());
+  result.unsafeGetTensorImpl()->_set_neg(like.is_neg());
+  return result;
 }
 
 void memcpyOnStream(void* dst, const void* src, size_t bytes,
@@ -120,9 +126,7 @@ void deviceToHost(const at::Tensor& src, const at::Tensor& dst,
     }
     return;
   }
-  at::Tensor staging = at::empty_strided(device_side.sizes(),
-                                         device_side.strides(),
-                                         dst.options());
+  at::Tensor staging = denseLike(device_side, dst.scalar_type(), c10::kCPU);
   memcpyOnStream(staging.data_ptr(), device_side.const_data_ptr(),
                  denseBytes(staging), mydevMemcpyDeviceToHost, stream,
                  /*non_blocking=*/false);
@@ -151,15 +155,15 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
                      bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(),
               "copy_: both tensors must be defined");
+  // Broadcasting is copy_'s contract; expand() also rejects bad shapes with
+  // ATen's usual message (before the empty case, as on CPU).
+  at::Tensor src = self.expand_as(dst);
   if (dst.numel() == 0) {
     return dst;
   }
-  // Broadcasting is copy_'s contract; expand() also rejects bad shapes with
-  // ATen's usual message.
-  at::Tensor src = self.expand_as(dst);
-  if (src.is_conj() || src.is_neg()) {
-    src = src.resolve_conj().resolve_neg();
-  }
+  // The checks CPU and CUDA make, here on the host where they are cheap.
+  at::assert_no_internal_overlap(dst);
+  at::assert_no_partial_overlap(dst, src);
   const bool src_on_device = src.device().is_privateuseone();
   const bool dst_on_device = dst.device().is_privateuseone();
   if (src_on_device && dst_on_device) {
@@ -191,6 +195,21 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
+}
+
+// Copies handle lazy conjugate/negative views themselves (memcpy when the
+// bits agree, the CPU kernel over bit-carrying host views otherwise). The
+// generic conj/neg fallbacks would materialise with clone(), which copies,
+// which lands here again: without these fallthroughs that recursion never
+// ends.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace mydev

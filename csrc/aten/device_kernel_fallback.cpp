@@ -6,6 +6,7 @@
 // host values (bool, Scalar) synchronize with the stream instead.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -109,10 +110,10 @@ c10::Device resolveDevice(const c10::OperatorHandle& op,
   return *device;
 }
 
+// Metadata-only twin of an argument. 0-dim CPU scalars become meta too:
+// type promotion treats a 0-dim tensor the same on any device, and some meta
+// kernels (Python ones) refuse to mix devices.
 at::Tensor metaLike(const at::Tensor& t) {
-  if (!t.device().is_privateuseone()) {
-    return t;  // 0-dim CPU scalars are accepted by meta kernels as they are
-  }
   return at::empty_strided(t.sizes(), t.strides(),
                            t.options().device(c10::kMeta));
 }
@@ -199,6 +200,23 @@ std::optional<c10::OperatorHandle> outVariantOf(const c10::OperatorHandle& op) {
   return found;
 }
 
+// A view of `base` shaped like the Meta kernel's output `meta`, whose dtype
+// may differ (view_as_real, view(dtype)). The meta input started at offset
+// 0, so meta's offset is relative to base's first element; offsets are
+// converted through bytes because the element sizes may differ.
+at::Tensor viewOf(const at::Tensor& base, const at::Tensor& meta) {
+  const int64_t byte_offset = base.storage_offset() * base.element_size() +
+                              meta.storage_offset() * meta.element_size();
+  TORCH_INTERNAL_ASSERT(byte_offset % meta.element_size() == 0,
+                        "view offset is not a multiple of the element size");
+  auto view = at::detail::make_tensor<c10::TensorImpl>(
+      c10::TensorImpl::VIEW, c10::Storage(base.storage()), base.key_set(),
+      meta.dtype());
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(
+      meta.sizes(), meta.strides(), byte_offset / meta.element_size());
+  return view;
+}
+
 // Data-dependent shapes and host-valued results: run the CPU kernel as a
 // kernel, wait for it, and bring tensor results back to the device. An
 // exception keeps its Python type (IndexError stays IndexError).
@@ -211,8 +229,18 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
     std::exception_ptr error;
   };
   auto outcome = std::make_shared<Outcome>();
+  // out= arguments get host tensors the CPU kernel may resize (host views
+  // of device memory cannot grow); their contents go to the device after.
+  std::vector<std::pair<size_t, at::Tensor>> host_outs;
   for (size_t i = 0; i < n_args; ++i) {
-    outcome->stack.push_back(hostViewsOf((*stack)[first_arg + i]));
+    const c10::IValue& arg = (*stack)[first_arg + i];
+    if (schema.arguments()[i].is_out() && arg.isTensor()) {
+      at::Tensor host_out = at::empty({0}, arg.toTensor().options().device(c10::kCPU));
+      host_outs.emplace_back(i, host_out);
+      outcome->stack.push_back(host_out);
+    } else {
+      outcome->stack.push_back(hostViewsOf(arg));
+    }
   }
   const std::vector<c10::IValue> device_args(stack->begin() + first_arg,
                                              stack->end());
@@ -226,6 +254,11 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
   getCurrentStream().synchronize();
   if (outcome->error) {
     std::rethrow_exception(outcome->error);
+  }
+  for (const auto& [index, host_out] : host_outs) {
+    const at::Tensor& device_out = device_args[index].toTensor();
+    device_out.resize_(host_out.sizes());
+    device_out.copy_(host_out);
   }
   torch::jit::drop(*stack, n_args);
   for (size_t r = 0; r < outcome->stack.size(); ++r) {
@@ -269,9 +302,11 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   }
   try {
     op.callBoxed(&meta_stack);
-  } catch (const c10::Error&) {
-    // No Meta kernel, or one that needs the data: fall back to computing
-    // synchronously. Genuine input errors are raised again from there.
+  } catch (const std::exception&) {
+    // No Meta kernel, one that needs the data, or one (some are Python)
+    // that can't handle this call: compute synchronously instead. Genuine
+    // input errors are raised again from there, by the CPU kernel, with
+    // the CPU's exception type.
     runAndSynchronize(op, stack, first_arg, device);
     return;
   }
@@ -294,11 +329,8 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
       }
       outputs.push_back(target);
     } else if (aliased.has_value()) {
-      // A view: same storage, metadata from the Meta kernel.
-      const at::Tensor& base = device_args[*aliased].toTensor();
-      const at::Tensor& meta = meta_stack[r].toTensor();
-      outputs.push_back(base.as_strided(meta.sizes(), meta.strides(),
-                                        meta.storage_offset() + base.storage_offset()));
+      outputs.push_back(viewOf(device_args[*aliased].toTensor(),
+                               meta_stack[r].toTensor()));
     } else {
       fresh_outputs = true;
       outputs.push_back(mapTensors(meta_stack[r], [&](const at::Tensor& meta) {

@@ -15,9 +15,12 @@ at::Tensor hostView(const at::Tensor& device_tensor) {
   auto view = at::detail::make_tensor<c10::TensorImpl>(
       std::move(host_storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
       device_tensor.dtype());
-  view.unsafeGetTensorImpl()->set_sizes_and_strides(
-      device_tensor.sizes(), device_tensor.strides(),
-      device_tensor.storage_offset());
+  c10::TensorImpl* impl = view.unsafeGetTensorImpl();
+  impl->set_sizes_and_strides(device_tensor.sizes(), device_tensor.strides(),
+                              device_tensor.storage_offset());
+  // Lazy conjugate/negative views stay lazy: the CPU kernel honours the bits.
+  impl->_set_conj(device_tensor.is_conj());
+  impl->_set_neg(device_tensor.is_neg());
   return view;
 }
 

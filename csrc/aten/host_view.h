@@ -8,7 +8,8 @@
 namespace mydev {
 
 // A CPU tensor over the same bytes as `device_tensor` (same sizes, strides,
-// storage offset and dtype). Valid only inside a kernel.
+// storage offset, dtype and conjugate/negative bits). Valid only inside a
+// kernel.
 at::Tensor hostView(const at::Tensor& device_tensor);
 
 }  // namespace mydev

@@ -6,8 +6,10 @@
 
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
+#include "../core/kernel_errors.h"
 #include "../core/mydev_stream.h"
 #include "../core/runtime_check.h"
 
@@ -15,18 +17,28 @@ namespace mydev {
 
 namespace detail {
 template <typename Body>
+struct KernelClosure {
+  c10::DeviceIndex device;
+  Body body;
+};
+
+template <typename Body>
 void runKernelBody(void* user_data) {
   // Owned here: freed whether the body returns or throws.
-  std::unique_ptr<Body> body(static_cast<Body*>(user_data));
+  std::unique_ptr<KernelClosure<Body>> closure(
+      static_cast<KernelClosure<Body>*>(user_data));
   // Kernels run ATen CPU kernels on host views; autograd was handled when
   // the op was dispatched on the host, so skip it here.
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
   try {
-    (*body)();
+    closure->body();
   } catch (const c10::Error& error) {
-    // The driver reports what(); ATen's includes a C++ backtrace that would
-    // bury the message users need.
-    throw std::runtime_error(error.what_without_backtrace());
+    // The driver gets the message (what() would add a C++ backtrace that
+    // buries it); the exception itself is kept so that the synchronizing
+    // call raises it with its own type.
+    const std::string message = error.what_without_backtrace();
+    recordKernelException(closure->device, std::current_exception(), message);
+    throw std::runtime_error(message);
   }
 }
 }  // namespace detail
@@ -41,7 +53,9 @@ void runKernelBody(void* user_data) {
 template <typename Body>
 void launchKernel(const char* name, const MydevStream& stream, Body&& body) {
   using Stored = std::decay_t<Body>;
-  auto owned = std::make_unique<Stored>(std::forward<Body>(body));
+  auto owned = std::make_unique<detail::KernelClosure<Stored>>(
+      detail::KernelClosure<Stored>{stream.device_index(),
+                                    std::forward<Body>(body)});
   const mydevError_t status =
       mydevLaunchKernel(stream.raw(), name, &detail::runKernelBody<Stored>,
                         owned.get());

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -114,6 +115,11 @@ class DeviceCache {
   explicit DeviceCache(c10::DeviceIndex device) : device_(device) {}
 
   Block* allocate(size_t requested) {
+    // Beyond this the size arithmetic below would wrap around; no device is
+    // that large anyway, so it is an out-of-memory condition.
+    if (requested > (std::numeric_limits<size_t>::max() >> 2)) {
+      throwOutOfMemory(requested);
+    }
     std::unique_lock<std::recursive_mutex> lock(mutex_);
     processPendingEvents();
     const size_t size = roundSize(requested);
@@ -131,7 +137,6 @@ class DeviceCache {
       block = allocateSegment(pool, stream, size);
     }
     if (block == nullptr) {
-      stats_.num_ooms += 1;
       lock.unlock();
       throwOutOfMemory(requested);
     }
@@ -225,10 +230,12 @@ class DeviceCache {
   }
 
  private:
-  std::array<c10::CachingAllocator::StatArray*, 6> statArrays() {
-    return {&stats_.allocation,     &stats_.segment,
-            &stats_.active,         &stats_.allocated_bytes,
-            &stats_.reserved_bytes, &stats_.active_bytes};
+  std::array<c10::CachingAllocator::StatArray*, 9> statArrays() {
+    return {&stats_.allocation,           &stats_.segment,
+            &stats_.active,               &stats_.inactive_split,
+            &stats_.allocated_bytes,      &stats_.reserved_bytes,
+            &stats_.active_bytes,         &stats_.inactive_split_bytes,
+            &stats_.requested_bytes};
   }
 
   Block* takeFreeBlock(BlockPool& pool, mydevStream_t stream, size_t size) {
@@ -244,7 +251,25 @@ class DeviceCache {
       return nullptr;
     }
     pool.erase(it);
+    noteInactiveSplit(block, -1);
     return block;
+  }
+
+  // A free block that is a piece of a split segment can't be returned to the
+  // driver until its neighbours are free too: CUDA reports these as
+  // "inactive_split".
+  void noteInactiveSplit(const Block* block, int direction) {
+    if (!block->isSplit()) {
+      return;
+    }
+    const StatTypes types = statTypesFor(block->pool, &small_blocks_);
+    if (direction > 0) {
+      increase(stats_.inactive_split, types, 1);
+      increase(stats_.inactive_split_bytes, types, block->size);
+    } else {
+      decrease(stats_.inactive_split, types, 1);
+      decrease(stats_.inactive_split_bytes, types, block->size);
+    }
   }
 
   Block* allocateSegment(BlockPool& pool, mydevStream_t stream, size_t size) {
@@ -280,6 +305,7 @@ class DeviceCache {
     block->next = rest;
     block->size = size;
     block->pool->insert(rest);
+    noteInactiveSplit(rest, +1);
     return block;
   }
 
@@ -290,6 +316,7 @@ class DeviceCache {
     mergeWith(block, block->prev);
     mergeWith(block, block->next);
     block->pool->insert(block);
+    noteInactiveSplit(block, +1);
   }
 
   // Absorbs a free neighbour into `block`.
@@ -299,6 +326,7 @@ class DeviceCache {
       return;
     }
     block->pool->erase(neighbour);
+    noteInactiveSplit(neighbour, -1);
     if (neighbour == block->prev) {
       block->ptr = neighbour->ptr;
       block->prev = neighbour->prev;
@@ -364,7 +392,12 @@ class DeviceCache {
     size_t free_bytes = 0;
     size_t total_bytes = 0;
     MYDEV_CHECK(mydevMemGetInfo(device_, &free_bytes, &total_bytes));
-    const DeviceStats snapshot = stats();
+    DeviceStats snapshot;
+    {
+      std::lock_guard<std::recursive_mutex> lock(mutex_);
+      stats_.num_ooms += 1;
+      snapshot = stats_;
+    }
     const auto allocated = static_cast<size_t>(snapshot.allocated_bytes[0].current);
     const auto reserved = static_cast<size_t>(snapshot.reserved_bytes[0].current);
     c10::reportOutOfMemoryToProfiler(

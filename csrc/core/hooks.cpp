@@ -82,6 +82,10 @@ struct MydevHooks final : public at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage,
                               size_t new_bytes) const override {
     c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+    // Python's negative sizes arrive here wrapped around to huge values.
+    TORCH_CHECK(static_cast<int64_t>(new_bytes) >= 0,
+                "Trying to resize a mydev storage to a negative size (",
+                static_cast<int64_t>(new_bytes), " bytes)");
     TORCH_CHECK(impl->resizable(),
                 "Trying to resize storage that is not resizable");
     const size_t old_bytes = impl->nbytes();

@@ -1,5 +1,7 @@
 #include "runtime_check.h"
 
+#include "kernel_errors.h"
+
 #include <string>
 
 namespace mydev {
@@ -15,6 +17,18 @@ void throwRuntimeError(mydevError_t error, const char* expr, const char* file,
       std::string(" (") + expr + " at " + file + ":" + std::to_string(line) + ")";
   if (error == mydevErrorMemoryAllocation) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, detail);
+  }
+  if (error == mydevErrorLaunchFailure) {
+    if (std::exception_ptr original = takeKernelException(detail)) {
+      try {
+        std::rethrow_exception(original);
+      } catch (c10::Error& kernel_error) {
+        kernel_error.add_context(
+            "raised asynchronously by a mydev kernel and reported at this "
+            "synchronizing call: " + detail);
+        throw;
+      }
+    }
   }
   TORCH_CHECK(false, "mydev error: ", detail, where);
 }

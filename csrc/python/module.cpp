@@ -37,16 +37,20 @@ DeviceProperties deviceProperties(c10::DeviceIndex device) {
           prop.canMapPeerMemory != 0};
 }
 
+py::dict stat(const c10::CachingAllocator::Stat& value) {
+  py::dict result;
+  result["current"] = value.current;
+  result["peak"] = value.peak;
+  result["allocated"] = value.allocated;
+  result["freed"] = value.freed;
+  return result;
+}
+
 py::dict statArray(const c10::CachingAllocator::StatArray& array) {
   static const char* const kPools[] = {"all", "small_pool", "large_pool"};
   py::dict by_pool;
   for (size_t i = 0; i < array.size(); ++i) {
-    py::dict stat;
-    stat["current"] = array[i].current;
-    stat["peak"] = array[i].peak;
-    stat["allocated"] = array[i].allocated;
-    stat["freed"] = array[i].freed;
-    by_pool[kPools[i]] = stat;
+    by_pool[kPools[i]] = stat(array[i]);
   }
   return by_pool;
 }
@@ -62,6 +66,11 @@ py::dict memoryStats(c10::DeviceIndex device) {
   result["reserved_bytes"] = statArray(stats.reserved_bytes);
   result["active_bytes"] = statArray(stats.active_bytes);
   result["requested_bytes"] = statArray(stats.requested_bytes);
+  result["inactive_split"] = statArray(stats.inactive_split);
+  result["inactive_split_bytes"] = statArray(stats.inactive_split_bytes);
+  result["oversize_allocations"] = stat(stats.oversize_allocations);
+  result["oversize_segments"] = stat(stats.oversize_segments);
+  result["max_split_size"] = stats.max_split_size;
   result["num_alloc_retries"] = stats.num_alloc_retries;
   result["num_ooms"] = stats.num_ooms;
   result["num_sync_all_streams"] = stats.num_sync_all_streams;

@@ -195,7 +195,7 @@ using namespace mydev_sim;
 extern "C" {
 
 mydevError_t mydevGetDeviceCount(int* count) {
-  if (mydevError_t status = enter()) return status;
+  if (mydevError_t status = enter_for_query()) return status;
   if (count == nullptr) {
     return fail(mydevErrorInvalidValue, "mydevGetDeviceCount: count is null");
   }
@@ -221,7 +221,7 @@ mydevError_t mydevSetDevice(int device) {
 }
 
 mydevError_t mydevGetDeviceProperties(mydevDeviceProp* prop, int device) {
-  if (mydevError_t status = enter()) return status;
+  if (mydevError_t status = enter_for_query()) return status;
   if (prop == nullptr) {
     return fail(mydevErrorInvalidValue,
                 "mydevGetDeviceProperties: prop is null");

@@ -29,8 +29,9 @@ std::atomic<bool> g_forked_child{false};
 std::atomic<bool> g_shutting_down{false};
 
 constexpr const char* kForkedChildMessage =
-    "mydev was initialised before fork(); the device cannot be used in a "
-    "forked child (use the 'spawn' start method)";
+    "Cannot re-initialize mydev in forked subprocess: the parent had already "
+    "used a mydev device before fork(). To use mydev with multiprocessing, "
+    "use the 'spawn' start method";
 
 // Runs in the child right after fork(). The parent's executor threads do not
 // exist here and its mutexes may be held forever, so nothing may be touched
@@ -68,6 +69,10 @@ mydevError_t enter() {
   if (g_forked_child.load(std::memory_order_relaxed)) {
     return fail(mydevErrorNotPermitted, "%s", kForkedChildMessage);
   }
+  return enter_for_query();
+}
+
+mydevError_t enter_for_query() {
   if (!g_initialized.load(std::memory_order_acquire)) {
     std::call_once(g_init_once, initialize);
     if (g_init->status != mydevSuccess) {

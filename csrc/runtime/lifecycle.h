@@ -11,6 +11,11 @@ namespace mydev_sim {
 // use, refuses a forked child, and clears the thread's last-error message.
 mydevError_t enter();
 
+// enter() for calls that only read the configuration (device count and
+// properties): allowed in a forked child too, as CUDA answers them there,
+// because they touch no thread, lock or memory shared with the parent.
+mydevError_t enter_for_query();
+
 // Valid once enter() has succeeded.
 const Config& config();
 

@@ -185,7 +185,8 @@ mydevError_t mydevLaunchKernel(mydevStream_t stream, const char* name,
 // to use (see mydevIsInitialized). The parent's worker threads do not exist
 // in such a child and its device memory is shared with the parent, so every
 // call there (but this one and the error strings) fails with
-// mydevErrorNotPermitted, as CUDA refuses to re-initialise after fork.
+// mydevErrorNotPermitted, as CUDA refuses to re-initialise after fork;
+// only mydevGetDeviceCount and mydevGetDeviceProperties still answer.
 // Asking only for device counts or properties before fork() poisons nothing.
 int mydevIsForkedChild(void);
 // 1 once a device has been put to use in this process: a stream executor or

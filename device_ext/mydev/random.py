@@ -46,7 +46,9 @@ def get_rng_state_all() -> List[torch.Tensor]:
 
 
 def set_rng_state(new_state: torch.Tensor, device: _DeviceLike = "mydev") -> None:
-    state = new_state.detach().to("cpu", torch.uint8).contiguous()
+    # As on cuda, only a uint8 state is accepted (the generator checks); the
+    # state may live on any device.
+    state = new_state.detach().to("cpu").contiguous()
     _generator(device).set_state(state)
 
 
