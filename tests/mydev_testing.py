@@ -1,0 +1,58 @@
+"""Helpers and constants shared by the mydev test files."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Dict, Optional
+
+import pytest
+import torch
+
+import device_ext  # noqa: F401  (registers mydev even with autoload off)
+
+N_DEVICES = torch.mydev.device_count()
+needs_two_devices = pytest.mark.skipif(N_DEVICES < 2, reason="needs two mydev devices")
+
+# Proving asynchrony: the device sleeps SLEEP_MS, the host must be back well
+# before (generous, so a loaded 2-core machine still passes).
+SLEEP_MS = 300
+HOST_RETURN_S = 0.1
+
+# The dtypes copies and core ops are checked over.
+COMMON_DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+    torch.complex64,
+]
+
+
+def run_python(code: str, env: Optional[Dict[str, str]] = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Runs ``code`` in a new interpreter with ``env`` added to the current
+    environment; returns the completed process (stdout/stderr as text). The
+    driver reads MYDEV_* once per process, so configuration tests need this."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def assert_device_still_usable() -> None:
+    """After an error: the current device is 0 and every device computes."""
+    assert torch.mydev.current_device() == 0
+    for index in range(N_DEVICES):
+        result = torch.arange(4, dtype=torch.float32, device=f"mydev:{index}") * 2 + 1
+        assert torch.equal(result.cpu(), torch.arange(4, dtype=torch.float32) * 2 + 1)

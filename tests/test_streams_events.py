@@ -1,0 +1,613 @@
+"""Streams, events, asynchrony and asynchronous kernel errors on mydev.
+
+Timed assertions appear only where they prove asynchrony: a 300 ms device
+sleep against a host that must return in under 100 ms.
+"""
+
+import contextlib
+import threading
+import time
+
+import pytest
+import torch
+
+from mydev_testing import HOST_RETURN_S, N_DEVICES, SLEEP_MS, needs_two_devices
+
+import device_ext
+
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_device():
+    """The first compute op of a process pays a one-time set-up cost on the
+    host; pay it here, not inside a timed region."""
+    for index in range(N_DEVICES):
+        x = torch.ones(8, device=f"mydev:{index}")
+        ((x + 1) * 2).sum().item()
+    torch.mydev.synchronize()
+
+
+@pytest.fixture(autouse=True)
+def restore_current_streams():
+    """Tests here change current streams and devices; leave them as found."""
+    device = torch.mydev.current_device()
+    streams = [torch.mydev.current_stream(i) for i in range(N_DEVICES)]
+    yield
+    for stream in streams:
+        torch.mydev.set_stream(stream)
+    torch.mydev.set_device(device)
+
+
+def _timed(fn):
+    start = time.monotonic()
+    result = fn()
+    return result, time.monotonic() - start
+
+
+def _wait_until(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.001)
+
+
+def _same_stream(a, b):
+    return (a.device_index, a.stream_id) == (b.device_index, b.stream_id)
+
+
+# ------------------------------------------------------------- asynchrony --
+
+
+def test_sleep_returns_at_once_and_synchronize_waits():
+    _, enqueue_s = _timed(lambda: torch.mydev._sleep(SLEEP_MS))
+    assert enqueue_s < HOST_RETURN_S
+    assert torch.mydev.current_stream().query() is False
+    start = time.monotonic()
+    torch.mydev.synchronize()
+    # The sleep was enqueued before `start`, so at least most of it remains.
+    assert time.monotonic() - start >= (SLEEP_MS / 1000) - HOST_RETURN_S - 0.05
+    assert torch.mydev.current_stream().query() is True
+
+
+def test_stream_query_false_while_busy_true_after():
+    side = torch.mydev.Stream()
+    with torch.mydev.stream(side):
+        torch.mydev._sleep(SLEEP_MS)
+    assert side.query() is False
+    # A sleep on the side stream does not occupy the default stream.
+    assert torch.mydev.default_stream().query() is True
+    side.synchronize()
+    assert side.query() is True
+
+
+@pytest.mark.parametrize("on_side_stream", [False, True], ids=["default", "side"])
+def test_work_queued_behind_sleep_runs_in_order(on_side_stream):
+    stream = torch.mydev.Stream() if on_side_stream else torch.mydev.default_stream()
+    n = 1000
+    with torch.mydev.stream(stream):
+        x = torch.arange(n, dtype=torch.float32, device="mydev")
+        torch.mydev._sleep(200)
+        x.fill_(3.0)     # must run before the add, both after the sleep
+        x.add_(2.0)
+        x.mul_(torch.arange(n, dtype=torch.float32, device="mydev"))
+        assert stream.query() is False
+        result = x.cpu()
+    torch.testing.assert_close(result, (torch.full((n,), 3.0) + 2.0) * torch.arange(n, dtype=torch.float32))
+
+
+# ---------------------------------------------------------------- streams --
+
+
+def test_pool_streams_are_distinct_and_not_default():
+    a = torch.mydev.Stream()
+    b = torch.mydev.Stream()
+    default = torch.mydev.default_stream()
+    assert isinstance(a, torch.Stream)
+    assert a.stream_id != b.stream_id
+    assert default.stream_id == 0
+    assert 0 not in (a.stream_id, b.stream_id)
+    assert a.device_index == torch.mydev.current_device() == 0
+    assert a.device == torch.device("mydev", 0)
+    assert a != b and a != default
+
+
+@pytest.mark.parametrize("requested, expected", [(0, 0), (-1, -1), (-5, -1), (3, 0)])
+def test_stream_priority(requested, expected):
+    # Out-of-range priorities are clamped into (least, greatest) = (0, -1), as on CUDA.
+    assert torch.mydev.Stream.priority_range() == (0, -1)
+    stream = torch.mydev.Stream(priority=requested)
+    assert stream.priority == expected
+    assert stream.stream_id != 0
+
+
+def test_high_and_normal_priority_streams_differ_and_default_is_normal():
+    high = torch.mydev.Stream(priority=-1)
+    normal = torch.mydev.Stream(priority=0)
+    assert high.stream_id != normal.stream_id
+    assert torch.mydev.default_stream().priority == 0
+    # Both kinds of stream run work correctly.
+    for stream in (high, normal):
+        with torch.mydev.stream(stream):
+            y = torch.arange(6.0, device="mydev") * 2
+        stream.synchronize()
+        assert torch.equal(y.cpu(), torch.arange(6.0) * 2)
+
+
+@needs_two_devices
+@pytest.mark.parametrize("device", [1, "mydev:1", torch.device("mydev", 1)], ids=["int", "str", "device"])
+def test_stream_on_other_device(device):
+    stream = torch.mydev.Stream(device=device)
+    assert stream.device_index == 1
+    assert stream.device == torch.device("mydev", 1)
+    assert torch.mydev.current_device() == 0
+
+
+def test_stream_repr_names_device_id_and_priority():
+    stream = torch.mydev.Stream(priority=-1)
+    text = repr(stream)
+    assert "mydev:0" in text
+    assert f"stream_id={stream.stream_id}" in text
+    assert "priority=-1" in text
+
+
+def test_stream_with_bad_device_raises_and_process_stays_usable():
+    with pytest.raises(RuntimeError, match="Invalid device index mydev:7"):
+        torch.mydev.Stream(device=7)
+    with pytest.raises(ValueError, match="Expected a mydev device"):
+        torch.mydev.Stream(device="cpu")
+    stream = torch.mydev.Stream()
+    with torch.mydev.stream(stream):
+        y = (torch.arange(4.0, device="mydev") + 1).cpu()
+    assert torch.equal(y, torch.arange(4.0) + 1)
+
+
+def test_current_and_default_stream_and_set_stream():
+    assert _same_stream(torch.mydev.current_stream(), torch.mydev.default_stream())
+    for index in range(N_DEVICES):
+        assert torch.mydev.default_stream(index).device_index == index
+        assert torch.mydev.default_stream(index).stream_id == 0
+    side = torch.mydev.Stream()
+    torch.mydev.set_stream(side)
+    assert _same_stream(torch.mydev.current_stream(), side)
+    assert torch.mydev.current_stream() == side
+    # Work now goes to `side`.
+    torch.mydev._sleep(SLEEP_MS)
+    assert side.query() is False
+    assert torch.mydev.default_stream().query() is True
+    # Other devices keep their own current stream.
+    if N_DEVICES > 1:
+        assert torch.mydev.current_stream(1).stream_id == 0
+    torch.mydev.set_stream(torch.mydev.default_stream())
+    assert torch.mydev.current_stream().stream_id == 0
+
+
+def test_current_stream_is_per_thread():
+    side = torch.mydev.Stream()
+    seen = {}
+
+    def worker():
+        torch.mydev.set_stream(side)
+        seen["worker"] = torch.mydev.current_stream()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert _same_stream(seen["worker"], side)
+    assert torch.mydev.current_stream().stream_id == 0
+
+
+def test_stream_context_sets_and_restores():
+    outer = torch.mydev.current_stream()
+    side = torch.mydev.Stream()
+    with torch.mydev.stream(side) as entered:
+        assert entered is side
+        assert _same_stream(torch.mydev.current_stream(), side)
+        torch.mydev._sleep(SLEEP_MS)
+    assert _same_stream(torch.mydev.current_stream(), outer)
+    assert side.query() is False          # the sleep went to `side`...
+    assert outer.query() is True          # ...not to the outer stream
+
+
+def test_stream_context_restores_after_exception():
+    side = torch.mydev.Stream()
+    with pytest.raises(KeyError):
+        with torch.mydev.stream(side):
+            raise KeyError("inside")
+    assert torch.mydev.current_stream().stream_id == 0
+
+
+def test_stream_context_none_is_a_no_op():
+    with torch.mydev.stream(None) as entered:
+        assert entered is None
+        assert torch.mydev.current_stream().stream_id == 0
+
+
+@needs_two_devices
+def test_stream_context_on_other_device_switches_device_and_back():
+    assert torch.mydev.current_device() == 0
+    stream1 = torch.mydev.Stream(device=1)
+    with torch.mydev.stream(stream1):
+        assert torch.mydev.current_device() == 1
+        assert _same_stream(torch.mydev.current_stream(), stream1)
+        assert torch.mydev.current_stream(0).stream_id == 0
+        y = torch.arange(5.0, device="mydev") * 3   # "mydev" = current device
+        assert y.device == torch.device("mydev", 1)
+        torch.mydev._sleep(SLEEP_MS)
+    assert torch.mydev.current_device() == 0
+    assert torch.mydev.current_stream(1).stream_id == 0
+    assert torch.mydev.current_stream(0).stream_id == 0
+    assert stream1.query() is False                       # work went to stream1
+    assert torch.mydev.default_stream(1).query() is True
+    stream1.synchronize()
+    assert torch.equal(y.cpu(), torch.arange(5.0) * 3)
+
+
+def test_generic_torch_stream_and_event():
+    stream = torch.Stream(device="mydev")
+    assert type(stream) is torch.Stream
+    assert stream.device == torch.device("mydev", 0)
+    assert stream.stream_id != 0
+    with stream:
+        assert _same_stream(torch.mydev.current_stream(), stream)
+        torch.mydev._sleep(SLEEP_MS)
+        y = torch.arange(8.0, device="mydev").pow(2)
+    assert torch.mydev.current_stream().stream_id == 0
+    event = torch.Event(device="mydev")
+    event.record(stream)
+    assert stream.query() is False
+    assert event.query() is False
+    event.synchronize()
+    assert event.query() is True
+    assert stream.query() is True
+    assert torch.equal(y.cpu(), torch.arange(8.0).pow(2))
+    recorded = stream.record_event()
+    assert isinstance(recorded, torch.Event)
+    recorded.synchronize()
+    assert recorded.query() is True
+
+
+def test_generic_torch_event_timing():
+    start = torch.Event(device="mydev", enable_timing=True)
+    end = torch.Event(device="mydev", enable_timing=True)
+    start.record()
+    torch.mydev._sleep(50)
+    end.record()
+    end.synchronize()
+    assert 45 <= start.elapsed_time(end) <= 1000
+
+
+def test_torch_accelerator_streams():
+    assert torch.accelerator.current_accelerator() == torch.device("mydev")
+    assert _same_stream(torch.accelerator.current_stream(), torch.mydev.current_stream())
+    side = torch.mydev.Stream()
+    torch.accelerator.set_stream(side)
+    assert _same_stream(torch.mydev.current_stream(), side)
+    assert _same_stream(torch.accelerator.current_stream(), side)
+    torch.mydev._sleep(SLEEP_MS)
+    assert side.query() is False
+    torch.accelerator.synchronize()
+    assert side.query() is True
+    torch.accelerator.set_stream(torch.mydev.default_stream())
+    assert torch.accelerator.current_stream().stream_id == 0
+
+
+@needs_two_devices
+def test_torch_accelerator_current_stream_of_other_device():
+    stream1 = torch.mydev.Stream(device=1)
+    with torch.mydev.stream(stream1):
+        pass
+    assert torch.accelerator.current_stream(1).stream_id == 0
+    torch.mydev.set_stream(stream1)
+    assert _same_stream(torch.accelerator.current_stream(1), stream1)
+    assert torch.accelerator.current_stream(0).stream_id == 0
+
+
+# ----------------------------------------------------------------- events --
+
+
+@pytest.mark.parametrize("blocking", [False, True], ids=["spin", "blocking"])
+def test_event_record_query_synchronize(blocking):
+    event = torch.mydev.Event(blocking=blocking)
+    assert event.query() is True            # never recorded: nothing to wait for
+    side = torch.mydev.Stream()
+    with torch.mydev.stream(side):
+        x = torch.zeros(100, device="mydev")
+        torch.mydev._sleep(SLEEP_MS)
+        x.add_(4.0)
+        event.record()                      # records on the current stream: side
+    assert event.query() is False
+    event.synchronize()
+    assert event.query() is True
+    assert side.query() is True
+    # Everything before the record is done: a host copy on another stream sees it.
+    assert torch.equal(x.cpu(), torch.full((100,), 4.0))
+
+
+def test_event_rerecord_replaces_previous_capture():
+    event = torch.mydev.Event()
+    event.record()
+    event.synchronize()
+    torch.mydev._sleep(SLEEP_MS)
+    event.record()
+    assert event.query() is False
+    event.synchronize()
+    assert event.query() is True
+
+
+@pytest.mark.parametrize("make_event", [
+    lambda: torch.mydev.Event(enable_timing=True),
+    lambda: torch.Event(device="mydev", enable_timing=True),
+], ids=["mydev.Event", "torch.Event"])
+def test_elapsed_time_measures_device_sleep(make_event):
+    start, end = make_event(), make_event()
+    start.record()
+    torch.mydev._sleep(50)
+    end.record()
+    end.synchronize()
+    elapsed = start.elapsed_time(end)
+    assert isinstance(elapsed, float)
+    assert 45.0 <= elapsed <= 1000.0
+    # The reverse order gives the negative interval.
+    assert end.elapsed_time(start) == pytest.approx(-elapsed, abs=1e-3)
+
+
+@pytest.mark.parametrize("timing", [(False, False), (True, False), (False, True)], ids=["none", "end", "start"])
+def test_elapsed_time_without_timing_raises(timing):
+    start = torch.mydev.Event(enable_timing=timing[0])
+    end = torch.mydev.Event(enable_timing=timing[1])
+    start.record()
+    end.record()
+    end.synchronize()
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        start.elapsed_time(end)
+    ok_start = torch.mydev.Event(enable_timing=True)
+    ok_end = torch.mydev.Event(enable_timing=True)
+    ok_start.record()
+    ok_end.record()
+    ok_end.synchronize()
+    assert ok_start.elapsed_time(ok_end) >= 0.0
+
+
+def test_elapsed_time_of_unrecorded_event_raises():
+    start = torch.mydev.Event(enable_timing=True)
+    end = torch.mydev.Event(enable_timing=True)
+    start.record()
+    start.synchronize()
+    with pytest.raises(ValueError, match="recorded"):
+        start.elapsed_time(end)
+
+
+def test_elapsed_time_before_completion_raises():
+    start = torch.mydev.Event(enable_timing=True)
+    end = torch.mydev.Event(enable_timing=True)
+    start.record()
+    torch.mydev._sleep(SLEEP_MS)
+    end.record()
+    with pytest.raises(RuntimeError, match="completed"):
+        start.elapsed_time(end)
+    end.synchronize()
+    assert start.elapsed_time(end) >= SLEEP_MS * 0.9
+
+
+def _producer_consumer(order_streams):
+    """Stream A produces x after a sleep; stream B computes x + 1 once
+    `order_streams(A, B)` made it wait. Returns (B's result, how long the
+    host spent in the ordering call, whether B was still busy after)."""
+    a = torch.mydev.Stream()
+    b = torch.mydev.Stream()
+    x = torch.zeros(1000, device="mydev")
+    a.wait_stream(torch.mydev.current_stream())   # x's zeros are in place
+    with torch.mydev.stream(a):
+        torch.mydev._sleep(SLEEP_MS)
+        x.fill_(7.0)
+    _, ordering_s = _timed(lambda: order_streams(a, b))
+    with torch.mydev.stream(b):
+        y = x + 1
+    b_busy = b.query() is False
+    b.synchronize()
+    return y.cpu(), ordering_s, b_busy
+
+
+def _wait_stream(a, b):
+    b.wait_stream(a)
+
+
+def _event_wait(a, b):
+    event = torch.mydev.Event()
+    event.record(a)
+    event.wait(b)
+
+
+def _generic_event_wait(a, b):
+    event = a.record_event()
+    b.wait_event(event)
+
+
+@pytest.mark.parametrize("order_streams", [_wait_stream, _event_wait, _generic_event_wait],
+                         ids=["wait_stream", "event.wait", "stream.wait_event"])
+def test_cross_stream_ordering(order_streams):
+    result, ordering_s, b_busy = _producer_consumer(order_streams)
+    assert ordering_s < HOST_RETURN_S      # ordering happens on the device
+    assert b_busy                          # B waits for A's sleep
+    assert torch.equal(result, torch.full((1000,), 8.0))
+
+
+@needs_two_devices
+def test_cross_device_event_wait():
+    a = torch.mydev.Stream(device=0)
+    x0 = torch.zeros(1000, device="mydev:0")
+    a.wait_stream(torch.mydev.current_stream(0))
+    with torch.mydev.stream(a):
+        torch.mydev._sleep(SLEEP_MS)
+        x0.fill_(5.0)
+        ready = torch.mydev.Event()
+        ready.record()
+    stream1 = torch.mydev.Stream(device=1)
+    ready.wait(stream1)
+    with torch.mydev.stream(stream1):
+        # The copy runs on stream1 after mydev:0's *current* stream (the idle
+        # default stream), so only the event orders it after A's fill.
+        y1 = x0.to("mydev:1") * 2
+    assert stream1.query() is False
+    stream1.synchronize()
+    assert y1.device == torch.device("mydev", 1)
+    assert torch.equal(y1.cpu(), torch.full((1000,), 10.0))
+
+
+# ------------------------------------------------------- errors in kernels --
+
+
+def _sync_device(stream, tensor):
+    torch.mydev.synchronize()
+
+
+def _sync_stream(stream, tensor):
+    stream.synchronize()
+
+
+def _sync_event(stream, tensor):
+    event = torch.mydev.Event()
+    event.record(stream)
+    event.synchronize()
+
+
+def _sync_item(stream, tensor):
+    tensor.sum().item()
+
+
+def _sync_cpu(stream, tensor):
+    tensor.cpu()
+
+
+@pytest.mark.parametrize("surface", [_sync_device, _sync_stream, _sync_event, _sync_item, _sync_cpu],
+                         ids=["device.synchronize", "stream.synchronize", "event.synchronize", "item", "cpu"])
+@pytest.mark.parametrize("on_side_stream", [False, True], ids=["default", "side"])
+def test_kernel_error_surfaces_at_next_sync_and_stream_recovers(surface, on_side_stream, request):
+    stream = torch.mydev.Stream() if on_side_stream else torch.mydev.default_stream()
+    message = f"boom-{request.node.callspec.id}"
+    with torch.mydev.stream(stream):
+        x = torch.arange(6, dtype=torch.float32, device="mydev")
+        device_ext._C._fail_on_stream(message)      # returns at once
+        with pytest.raises(RuntimeError) as info:
+            surface(stream, x)
+        text = str(info.value)
+        assert "'_fail'" in text
+        assert message in text
+        assert "mydev:0" in text
+        # Reported once: the same stream and device keep working.
+        y = (x * 3 + 1).cpu()
+        assert torch.equal(y, torch.arange(6, dtype=torch.float32) * 3 + 1)
+        assert (x * 2).sum().item() == 30.0
+    torch.mydev.synchronize()
+    stream.synchronize()
+
+
+@needs_two_devices
+@pytest.mark.parametrize("failing, other", [(0, 1), (1, 0)])
+def test_kernel_error_stays_on_its_device(failing, other):
+    with torch.mydev.device(failing):
+        device_ext._C._fail_on_stream("isolated")
+        failed = torch.mydev.Event()
+        failed.record()
+    # Wait until the failure has certainly happened (query does not report it).
+    _wait_until(failed.query)
+    torch.mydev.synchronize(other)
+    y = (torch.arange(4.0, device=f"mydev:{other}") + 1).cpu()
+    assert torch.equal(y, torch.arange(4.0) + 1)
+    with pytest.raises(RuntimeError, match=f"_fail.*mydev:{failing}.*isolated"):
+        torch.mydev.synchronize(failing)
+    z = (torch.arange(4.0, device=f"mydev:{failing}") * 2).cpu()
+    assert torch.equal(z, torch.arange(4.0) * 2)
+
+
+# ------------------------------------------------------- host threads --
+
+
+def _thread_worker(index, stream, iterations, errors, finished):
+    try:
+        generator = torch.Generator().manual_seed(1000 + index)
+        device = torch.device("mydev", stream.device_index if stream is not None else 0)
+        context = torch.mydev.stream(stream) if stream is not None else contextlib.nullcontext()
+        with context:
+            expected_stream = stream if stream is not None else torch.mydev.default_stream(0)
+            assert _same_stream(torch.mydev.current_stream(device.index), expected_stream)
+            for iteration in range(iterations):
+                host = torch.randn(257, generator=generator)
+                dev = host.to(device)
+                out = (dev * (iteration + 1)).add_(index).relu_()
+                reduced = torch.stack([out.sum(), out.max(), out.min()])
+                if iteration % 10 == 0:
+                    torch.mydev._sleep(1)   # keep the stream busy now and then
+                ref = (host * (iteration + 1)).add_(index).relu_()
+                torch.testing.assert_close(out.cpu(), ref)
+                torch.testing.assert_close(reduced.cpu(), torch.stack([ref.sum(), ref.max(), ref.min()]))
+        finished[index] = True
+    except BaseException as error:  # reported by the main thread
+        errors.append((index, repr(error)))
+
+
+@pytest.mark.parametrize("own_streams", [True, False], ids=["own-streams", "shared-default-stream"])
+def test_many_host_threads(own_streams):
+    n_threads, iterations = 8, 50
+    streams = [torch.mydev.Stream(device=i % N_DEVICES) if own_streams else None for i in range(n_threads)]
+    errors, finished = [], [False] * n_threads
+    threads = [
+        threading.Thread(target=_thread_worker, args=(i, streams[i], iterations, errors, finished), daemon=True)
+        for i in range(n_threads)
+    ]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 60
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    assert not any(thread.is_alive() for thread in threads), "threads deadlocked"
+    assert errors == []
+    assert all(finished)
+    # The main thread's streams were not touched by the workers.
+    assert torch.mydev.current_stream().stream_id == 0
+
+
+# ------------------------------------------------------- device synchronize --
+
+
+@pytest.mark.parametrize("index", range(N_DEVICES))
+@pytest.mark.parametrize("form", [int, lambda i: f"mydev:{i}", lambda i: torch.device("mydev", i)],
+                         ids=["int", "str", "torch.device"])
+def test_synchronize_each_device_waits_for_all_its_streams(index, form):
+    side = torch.mydev.Stream(device=index)
+    with torch.mydev.stream(side):
+        x = torch.zeros(64, device="mydev")
+        torch.mydev._sleep(200)
+        x.add_(9.0)
+    assert side.query() is False
+    torch.mydev.synchronize(form(index))
+    assert side.query() is True
+    assert torch.mydev.current_device() == 0
+    assert torch.equal(x.cpu(), torch.full((64,), 9.0))
+
+
+@needs_two_devices
+def test_synchronize_of_one_device_does_not_wait_for_another():
+    stream1 = torch.mydev.Stream(device=1)
+    with torch.mydev.stream(stream1):
+        torch.mydev._sleep(SLEEP_MS)
+    _, sync_s = _timed(lambda: torch.mydev.synchronize(0))
+    assert sync_s < HOST_RETURN_S
+    assert stream1.query() is False
+    torch.mydev.synchronize(1)
+    assert stream1.query() is True
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    (N_DEVICES, RuntimeError, f"Invalid device index mydev:{N_DEVICES}: there are {N_DEVICES} mydev devices"),
+    (64, RuntimeError, "Invalid device index mydev:64"),
+    ("mydev:9", RuntimeError, "Invalid device index mydev:9"),
+    ("cpu", ValueError, "Expected a mydev device"),
+    (1.5, TypeError, "Invalid device argument"),
+])
+def test_synchronize_bad_device(bad, error, match):
+    with pytest.raises(error, match=match):
+        torch.mydev.synchronize(bad)
+    torch.mydev.synchronize()
+    assert (torch.arange(3.0, device="mydev") + 2).cpu().tolist() == [2.0, 3.0, 4.0]
