@@ -3,7 +3,9 @@
 // the mydev allocator, and the op's CPU kernel is enqueued on the current
 // stream over host views of device memory (see host_view.h). Ops whose
 // output shape depends on the data (nonzero, unique, ...) and ops returning
-// host values (bool, Scalar) synchronize with the stream instead.
+// host values (bool, Scalar) synchronize with the stream instead. Random ops
+// draw from the mydev generator (device_randomness.h). Operators outside
+// ATen follow the CPU fallback policy (cpu_fallback_policy.h).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty.h>
@@ -11,17 +13,24 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include <mutex>
+#include <algorithm>
 #include <optional>
-#include <unordered_map>
 
+#include "cpu_fallback_policy.h"
+#include "device_randomness.h"
 #include "host_view.h"
 #include "kernel_launch.h"
+#include "op_schema.h"
 
 namespace mydev {
 namespace {
 
 using torch::jit::Stack;
+
+// The device's kernel library: ATen's operators (and their primitives).
+bool hasDeviceKernels(const c10::OperatorName& name) {
+  return name.name.rfind("aten::", 0) == 0 || name.name.rfind("prims::", 0) == 0;
+}
 
 // Ops that, as on CUDA, take index tensors from the host.
 bool acceptsHostIndices(const c10::OperatorName& name) {
@@ -71,14 +80,16 @@ void forEachTensor(const c10::IValue& value, Fn&& fn) {
   });
 }
 
-// Finds the mydev device of the call, moves host index tensors to it where
-// the op allows that, and rejects any other mix of devices. 0-dim CPU
-// tensors mix freely, as with cuda.
-c10::Device resolveDevice(const c10::OperatorHandle& op,
-                          c10::ArrayRef<c10::IValue> args, Stack* stack,
+// The mydev device of the call: its mydev tensors' device or, for factory
+// functions, the device argument. Moves host index tensors to it where the
+// op allows that and rejects any other mix of devices; 0-dim CPU tensors
+// mix freely, as with cuda.
+c10::Device resolveDevice(const c10::OperatorHandle& op, Stack* stack,
                           size_t first_arg) {
+  const c10::FunctionSchema& schema = op.schema();
   std::optional<c10::Device> device;
-  for (const c10::IValue& arg : args) {
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const c10::IValue& arg = (*stack)[first_arg + i];
     forEachTensor(arg, [&](const at::Tensor& t) {
       if (!t.device().is_privateuseone()) {
         return;
@@ -89,12 +100,20 @@ c10::Device resolveDevice(const c10::OperatorHandle& op,
         throwDeviceMismatch(*device, t.device());
       }
     });
+    if (!device.has_value() && argumentKind(schema.arguments()[i]) == ArgumentKind::Device &&
+        arg.isDevice() && arg.toDevice().is_privateuseone()) {
+      device = arg.toDevice();
+    }
   }
   TORCH_INTERNAL_ASSERT(device.has_value(), op.operator_name(),
-                        " reached the mydev kernel without a mydev tensor");
+                        " reached the mydev kernel without a mydev argument");
+  if (!device->has_index()) {
+    device = c10::Device(c10::DeviceType::PrivateUse1, currentDevice());
+  }
   const bool host_indices_ok = acceptsHostIndices(op.operator_name());
-  for (size_t i = 0; i < args.size(); ++i) {
-    (*stack)[first_arg + i] = mapTensors(args[i], [&](const at::Tensor& t) {
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    c10::IValue& arg = (*stack)[first_arg + i];
+    arg = mapTensors(arg, [&](const at::Tensor& t) {
       if (!t.defined() || t.device() == *device) {
         return t;
       }
@@ -110,94 +129,56 @@ c10::Device resolveDevice(const c10::OperatorHandle& op,
   return *device;
 }
 
-// Metadata-only twin of an argument. 0-dim CPU scalars become meta too:
-// type promotion treats a 0-dim tensor the same on any device, and some meta
-// kernels (Python ones) refuse to mix devices.
-at::Tensor metaLike(const at::Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(),
-                           t.options().device(c10::kMeta));
+// The argument as the Meta kernel should see it: metadata-only tensors (0-dim
+// CPU scalars too: type promotion treats a 0-dim tensor the same on any
+// device, and some meta kernels refuse to mix devices), the meta device, and
+// no generator.
+c10::IValue metaArgument(const c10::Argument& schema_arg, const c10::IValue& value) {
+  switch (argumentKind(schema_arg)) {
+    case ArgumentKind::Device:
+      return value.isNone() ? value : c10::IValue(c10::Device(c10::kMeta));
+    case ArgumentKind::Generator:
+      return c10::IValue();
+    case ArgumentKind::Other:
+      break;
+  }
+  return mapTensors(value, [](const at::Tensor& t) {
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  });
 }
 
-c10::IValue hostViewsOf(const c10::IValue& value) {
+// What a random kernel may draw: one number per element of its largest
+// tensor, which bounds what ATen's random CPU kernels consume.
+struct RandomDraws {
+  c10::DeviceIndex device;
+  uint64_t count;
+};
+
+// The argument as the CPU kernel inside a device kernel should see it: host
+// views of device memory, the CPU device, and a generator seeded from the
+// mydev one.
+c10::IValue hostArgument(const c10::Argument& schema_arg, const c10::IValue& value,
+                         const RandomDraws& draws) {
+  switch (argumentKind(schema_arg)) {
+    case ArgumentKind::Device:
+      return value.isNone() ? value : c10::IValue(c10::Device(c10::kCPU));
+    case ArgumentKind::Generator:
+      return hostGeneratorFor(value.toOptional<at::Generator>(), draws.device,
+                              draws.count);
+    case ArgumentKind::Other:
+      break;
+  }
   return mapTensors(value, [](const at::Tensor& t) {
     return t.device().is_privateuseone() ? hostView(t) : t;
   });
 }
 
-bool returnsOnlyTensors(const c10::FunctionSchema& schema) {
-  for (const c10::Argument& ret : schema.returns()) {
-    const c10::TypePtr& type = ret.real_type();
-    const bool tensor_like =
-        type->kind() == c10::TypeKind::TensorType ||
-        (type->kind() == c10::TypeKind::ListType &&
-         type->containedType(0)->kind() == c10::TypeKind::TensorType);
-    if (!tensor_like) {
-      return false;
-    }
+uint64_t largestNumel(c10::ArrayRef<c10::IValue> values) {
+  int64_t largest = 1;
+  for (const c10::IValue& value : values) {
+    forEachTensor(value, [&](const at::Tensor& t) { largest = std::max(largest, t.numel()); });
   }
-  return true;
-}
-
-// Index of the argument a return aliases (same alias set), if any.
-std::optional<size_t> aliasedArgument(const c10::FunctionSchema& schema,
-                                      size_t return_index) {
-  const c10::AliasInfo* ret_alias = schema.returns()[return_index].alias_info();
-  if (ret_alias == nullptr) {
-    return std::nullopt;
-  }
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    const c10::AliasInfo* arg_alias = schema.arguments()[i].alias_info();
-    if (arg_alias != nullptr && arg_alias->beforeSets() == ret_alias->beforeSets()) {
-      return i;
-    }
-  }
-  return std::nullopt;
-}
-
-// The out= overload of a functional op (aten::add.Tensor -> aten::add.out),
-// when its schema is the functional one plus one out argument per return.
-std::optional<c10::OperatorHandle> outVariantOf(const c10::OperatorHandle& op) {
-  static std::mutex mutex;
-  static std::unordered_map<c10::OperatorName, std::optional<c10::OperatorHandle>>
-      cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  const c10::OperatorName& name = op.operator_name();
-  auto cached = cache.find(name);
-  if (cached != cache.end()) {
-    return cached->second;
-  }
-  const c10::FunctionSchema& schema = op.schema();
-  std::optional<c10::OperatorHandle> found;
-  for (const std::string& overload :
-       {name.overload_name.empty() ? std::string("out")
-                                   : name.overload_name + "_out",
-        std::string("out")}) {
-    auto candidate =
-        c10::Dispatcher::singleton().findSchema({name.name, overload});
-    if (!candidate.has_value()) {
-      continue;
-    }
-    const c10::FunctionSchema& out_schema = candidate->schema();
-    const size_t n_args = schema.arguments().size();
-    if (out_schema.arguments().size() != n_args + schema.returns().size()) {
-      continue;
-    }
-    bool matches = true;
-    for (size_t i = 0; i < n_args && matches; ++i) {
-      matches = out_schema.arguments()[i].name() == schema.arguments()[i].name() &&
-                *out_schema.arguments()[i].real_type() ==
-                    *schema.arguments()[i].real_type();
-    }
-    for (size_t i = n_args; i < out_schema.arguments().size() && matches; ++i) {
-      matches = out_schema.arguments()[i].is_out();
-    }
-    if (matches) {
-      found = candidate;
-      break;
-    }
-  }
-  cache.emplace(name, found);
-  return found;
+  return static_cast<uint64_t>(largest);
 }
 
 // A view of `base` shaped like the Meta kernel's output `meta`, whose dtype
@@ -229,21 +210,22 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
     std::exception_ptr error;
   };
   auto outcome = std::make_shared<Outcome>();
+  const std::vector<c10::IValue> device_args(stack->begin() + first_arg,
+                                             stack->end());
+  const RandomDraws draws{device.index(), largestNumel(device_args)};
   // out= arguments get host tensors the CPU kernel may resize (host views
   // of device memory cannot grow); their contents go to the device after.
   std::vector<std::pair<size_t, at::Tensor>> host_outs;
   for (size_t i = 0; i < n_args; ++i) {
-    const c10::IValue& arg = (*stack)[first_arg + i];
+    const c10::IValue& arg = device_args[i];
     if (schema.arguments()[i].is_out() && arg.isTensor()) {
       at::Tensor host_out = at::empty({0}, arg.toTensor().options().device(c10::kCPU));
       host_outs.emplace_back(i, host_out);
       outcome->stack.push_back(host_out);
     } else {
-      outcome->stack.push_back(hostViewsOf(arg));
+      outcome->stack.push_back(hostArgument(schema.arguments()[i], arg, draws));
     }
   }
-  const std::vector<c10::IValue> device_args(stack->begin() + first_arg,
-                                             stack->end());
   launchKernel(op.operator_name().name.c_str(), [op, outcome] {
     try {
       op.callBoxed(&outcome->stack);
@@ -273,14 +255,59 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
   }
 }
 
+// The device tensors an op returns, given what its Meta kernel returned:
+// in-place and out= returns are their (maybe resized) arguments, views are
+// views of their base, everything else is freshly allocated.
+struct DeviceOutputs {
+  std::vector<c10::IValue> values;
+  bool fresh = false;      // some output is newly allocated
+  bool views_only = true;  // every output is a view (nothing to compute)
+};
+
+DeviceOutputs deviceOutputsFor(const c10::FunctionSchema& schema,
+                               const Stack& meta_results,
+                               const std::vector<c10::IValue>& device_args,
+                               c10::Device device) {
+  DeviceOutputs outputs;
+  for (size_t r = 0; r < meta_results.size(); ++r) {
+    const std::optional<size_t> aliased = aliasedArgument(schema, r);
+    const c10::AliasInfo* alias = schema.returns()[r].alias_info();
+    if (aliased.has_value() && alias->isWrite()) {
+      at::Tensor target = device_args[*aliased].toTensor();
+      const at::Tensor& meta = meta_results[r].toTensor();
+      if (target.sizes() != meta.sizes() || target.strides() != meta.strides()) {
+        target.resize_(meta.sizes());
+        target.unsafeGetTensorImpl()->set_sizes_and_strides(
+            meta.sizes(), meta.strides(), target.storage_offset());
+      }
+      outputs.values.push_back(target);
+      outputs.views_only = false;
+    } else if (aliased.has_value()) {
+      outputs.values.push_back(viewOf(device_args[*aliased].toTensor(),
+                                      meta_results[r].toTensor()));
+    } else {
+      outputs.fresh = true;
+      outputs.views_only = false;
+      outputs.values.push_back(mapTensors(meta_results[r], [&](const at::Tensor& meta) {
+        return at::empty_strided(meta.sizes(), meta.strides(),
+                                 meta.options().device(device));
+      }));
+    }
+  }
+  outputs.views_only = outputs.views_only && !outputs.values.empty();
+  return outputs;
+}
+
 void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  Stack* stack) {
+  if (!hasDeviceKernels(op.operator_name())) {
+    runOnCpuIfAllowed(op, stack);
+    return;
+  }
   const c10::FunctionSchema& schema = op.schema();
   const size_t n_args = schema.arguments().size();
   const size_t first_arg = stack->size() - n_args;
-  const c10::Device device = resolveDevice(
-      op, c10::ArrayRef<c10::IValue>(stack->data() + first_arg, n_args), stack,
-      first_arg);
+  const c10::Device device = resolveDevice(op, stack, first_arg);
   TORCH_CHECK_NOT_IMPLEMENTED(
       op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU),
       "mydev has no kernel for ", op.operator_name(),
@@ -294,11 +321,10 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
     return;
   }
 
-  // Output metadata from the Meta kernel.
   Stack meta_stack;
   meta_stack.reserve(n_args);
   for (size_t i = 0; i < n_args; ++i) {
-    meta_stack.push_back(mapTensors((*stack)[first_arg + i], metaLike));
+    meta_stack.push_back(metaArgument(schema.arguments()[i], (*stack)[first_arg + i]));
   }
   try {
     op.callBoxed(&meta_stack);
@@ -313,65 +339,37 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
 
   const std::vector<c10::IValue> device_args(stack->begin() + first_arg,
                                              stack->end());
-  std::vector<c10::IValue> outputs;
-  bool fresh_outputs = false;
-  for (size_t r = 0; r < meta_stack.size(); ++r) {
-    const std::optional<size_t> aliased = aliasedArgument(schema, r);
-    const c10::AliasInfo* alias = schema.returns()[r].alias_info();
-    if (aliased.has_value() && alias->isWrite()) {
-      // In-place or out=: the Meta kernel may have resized the output.
-      at::Tensor target = device_args[*aliased].toTensor();
-      const at::Tensor& meta = meta_stack[r].toTensor();
-      if (target.sizes() != meta.sizes() || target.strides() != meta.strides()) {
-        target.resize_(meta.sizes());
-        target.unsafeGetTensorImpl()->set_sizes_and_strides(
-            meta.sizes(), meta.strides(), target.storage_offset());
-      }
-      outputs.push_back(target);
-    } else if (aliased.has_value()) {
-      outputs.push_back(viewOf(device_args[*aliased].toTensor(),
-                               meta_stack[r].toTensor()));
-    } else {
-      fresh_outputs = true;
-      outputs.push_back(mapTensors(meta_stack[r], [&](const at::Tensor& meta) {
-        return at::empty_strided(meta.sizes(), meta.strides(),
-                                 meta.options().device(device));
-      }));
-    }
-  }
-  bool is_view_only = !fresh_outputs;
-  for (size_t r = 0; r < outputs.size() && is_view_only; ++r) {
-    const c10::AliasInfo* alias = schema.returns()[r].alias_info();
-    is_view_only = alias != nullptr && !alias->isWrite();
-  }
-  if (is_view_only && !outputs.empty()) {
-    torch::jit::drop(*stack, n_args);
-    for (auto& out : outputs) {
+  DeviceOutputs outputs = deviceOutputsFor(schema, meta_stack, device_args, device);
+  torch::jit::drop(*stack, n_args);
+  if (outputs.views_only) {
+    for (auto& out : outputs.values) {
       stack->push_back(std::move(out));
     }
     return;
   }
 
-  // Build the kernel's stack of host views now, on the host thread.
+  // The kernel's arguments are made now, on the host thread, in program
+  // order (random offsets are reserved here).
+  const RandomDraws draws{
+      device.index(),
+      std::max(largestNumel(device_args), largestNumel(outputs.values))};
   Stack kernel_stack;
-  for (const c10::IValue& arg : device_args) {
-    kernel_stack.push_back(hostViewsOf(arg));
+  for (size_t i = 0; i < n_args; ++i) {
+    kernel_stack.push_back(hostArgument(schema.arguments()[i], device_args[i], draws));
   }
   std::optional<c10::OperatorHandle> out_variant;
   std::vector<c10::IValue> host_outputs;
-  if (fresh_outputs) {
+  if (outputs.fresh) {
     out_variant = outVariantOf(op);
-    for (const c10::IValue& out : outputs) {
-      host_outputs.push_back(hostViewsOf(out));
+    for (const c10::IValue& out : outputs.values) {
+      host_outputs.push_back(mapTensors(out, [](const at::Tensor& t) { return hostView(t); }));
     }
     if (out_variant.has_value()) {
-      for (const c10::IValue& out : host_outputs) {
-        kernel_stack.push_back(out);
-      }
+      kernel_stack.insert(kernel_stack.end(), host_outputs.begin(), host_outputs.end());
     }
   }
   const c10::OperatorHandle to_run = out_variant.value_or(op);
-  const bool copy_results = fresh_outputs && !out_variant.has_value();
+  const bool copy_results = outputs.fresh && !out_variant.has_value();
   launchKernel(op.operator_name().name.c_str(),
                [to_run, copy_results, kernel_stack = std::move(kernel_stack),
                 host_outputs = std::move(host_outputs)]() mutable {
@@ -393,8 +391,7 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
                    }
                  }
                });
-  torch::jit::drop(*stack, n_args);
-  for (auto& out : outputs) {
+  for (auto& out : outputs.values) {
     stack->push_back(std::move(out));
   }
 }

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "../aten/cpu_fallback_policy.h"
 #include "../aten/debug_kernels.h"
 #include "../core/caching_allocator.h"
 #include "../core/generator.h"
@@ -183,6 +184,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("_mem_get_info", [](int device) {
     return cachingAllocator().getMemoryInfo(static_cast<c10::DeviceIndex>(device));
   });
+  m.def("_set_cpu_fallback_policy", [](const std::string& policy) {
+    setCpuFallbackPolicy(parseCpuFallbackPolicy(policy));
+  });
+  m.def("_cpu_fallback_policy", [] {
+    switch (cpuFallbackPolicy()) {
+      case CpuFallbackPolicy::Off: return "off";
+      case CpuFallbackPolicy::Warn: return "warn";
+      case CpuFallbackPolicy::On: return "on";
+    }
+    return "off";
+  });
+  m.def("_cpu_fallback_counts", &cpuFallbackCounts);
+  m.def("_reset_cpu_fallback_counts", &resetCpuFallbackCounts);
   m.def("_sleep", &sleepOnCurrentStream, py::arg("milliseconds"),
         py::call_guard<py::gil_scoped_release>());
   m.def("_fail_on_stream", &failOnCurrentStream, py::arg("message"));

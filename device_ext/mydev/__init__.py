@@ -23,6 +23,12 @@ from ._device import (
     is_initialized,
     set_device,
 )
+from .cpu_fallback import (
+    cpu_fallback_counts,
+    cpu_fallback_policy,
+    reset_cpu_fallback_counts,
+    set_cpu_fallback_policy,
+)
 from .memory import (
     empty_cache,
     max_memory_allocated,
@@ -99,6 +105,8 @@ __all__ = [
     "Event",
     "Stream",
     "StreamContext",
+    "cpu_fallback_counts",
+    "cpu_fallback_policy",
     "current_device",
     "current_stream",
     "default_generators",
@@ -127,9 +135,11 @@ __all__ = [
     "memory_reserved",
     "memory_stats",
     "reset_accumulated_memory_stats",
+    "reset_cpu_fallback_counts",
     "reset_peak_memory_stats",
     "seed",
     "seed_all",
+    "set_cpu_fallback_policy",
     "set_device",
     "set_rng_state",
     "set_rng_state_all",

@@ -1,0 +1,86 @@
+#include "cpu_fallback_policy.h"
+
+#include <ATen/native/CPUFallback.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+
+namespace mydev {
+namespace {
+
+constexpr int kUnset = -1;
+std::atomic<int> policy{kUnset};
+
+std::mutex counts_mutex;
+std::map<std::string, int64_t> counts;
+std::set<std::string> warned;
+
+}  // namespace
+
+CpuFallbackPolicy parseCpuFallbackPolicy(const std::string& text) {
+  if (text.empty() || text == "off") {
+    return CpuFallbackPolicy::Off;
+  }
+  if (text == "warn") {
+    return CpuFallbackPolicy::Warn;
+  }
+  if (text == "on") {
+    return CpuFallbackPolicy::On;
+  }
+  TORCH_CHECK_VALUE(false, "MYDEV_CPU_FALLBACK='", text,
+                    "' is invalid: expected off, warn or on");
+}
+
+CpuFallbackPolicy cpuFallbackPolicy() {
+  int current = policy.load(std::memory_order_acquire);
+  if (current == kUnset) {
+    const char* env = std::getenv("MYDEV_CPU_FALLBACK");
+    current = static_cast<int>(parseCpuFallbackPolicy(env == nullptr ? "" : env));
+    int expected = kUnset;
+    policy.compare_exchange_strong(expected, current);
+    current = policy.load(std::memory_order_acquire);
+  }
+  return static_cast<CpuFallbackPolicy>(current);
+}
+
+void setCpuFallbackPolicy(CpuFallbackPolicy value) {
+  policy.store(static_cast<int>(value), std::memory_order_release);
+}
+
+void runOnCpuIfAllowed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string name = c10::toString(op.operator_name());
+  const CpuFallbackPolicy current = cpuFallbackPolicy();
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      current != CpuFallbackPolicy::Off, "mydev has no kernel for ", name,
+      ": operators outside ATen have host implementations, not device "
+      "kernels. Set MYDEV_CPU_FALLBACK=warn (or on) to run it on the CPU, "
+      "with its inputs copied there and its results copied back, or register "
+      "a mydev kernel for it.");
+  {
+    const std::lock_guard<std::mutex> lock(counts_mutex);
+    counts[name] += 1;
+    if (current == CpuFallbackPolicy::Warn && warned.insert(name).second) {
+      TORCH_WARN("mydev: ", name,
+                 " has no device kernel; running it on the CPU "
+                 "(MYDEV_CPU_FALLBACK=warn). Its inputs are copied to the "
+                 "host and its results back.");
+    }
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+std::map<std::string, int64_t> cpuFallbackCounts() {
+  const std::lock_guard<std::mutex> lock(counts_mutex);
+  return counts;
+}
+
+void resetCpuFallbackCounts() {
+  const std::lock_guard<std::mutex> lock(counts_mutex);
+  counts.clear();
+  warned.clear();
+}
+
+}  // namespace mydev

@@ -1,0 +1,40 @@
+#include "device_randomness.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <mutex>
+
+#include "../core/generator.h"
+
+namespace mydev {
+namespace {
+
+// splitmix64's finaliser: nearby (seed, offset) pairs give unrelated seeds.
+uint64_t mix(uint64_t value) {
+  value += 0x9e3779b97f4a7c15ULL;
+  value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  value = (value ^ (value >> 27)) * 0x94d049bb133111ebULL;
+  return value ^ (value >> 31);
+}
+
+}  // namespace
+
+at::Generator hostGeneratorFor(const std::optional<at::Generator>& requested,
+                               c10::DeviceIndex device, uint64_t draws) {
+  at::Generator source = requested.has_value() && requested->defined()
+                             ? *requested
+                             : defaultGenerator(device);
+  TORCH_CHECK(source.device().type() == c10::DeviceType::PrivateUse1,
+              "Expected a 'mydev' device type for generator but found '",
+              source.device().type(), "'");
+  auto* impl = at::check_generator<MydevGeneratorImpl>(source);
+  PhiloxInputs inputs{};
+  {
+    const std::lock_guard<std::mutex> lock(impl->mutex_);
+    inputs = impl->reserve(draws);
+  }
+  return at::make_generator<at::CPUGeneratorImpl>(
+      mix(inputs.seed ^ mix(inputs.offset)));
+}
+
+}  // namespace mydev

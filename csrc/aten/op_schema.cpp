@@ -1,0 +1,104 @@
+#include "op_schema.h"
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace mydev {
+namespace {
+
+c10::TypeKind kindWithoutOptional(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::OptionalType) {
+    return type->castRaw<c10::OptionalType>()->getElementType()->kind();
+  }
+  return type->kind();
+}
+
+bool outSchemaExtends(const c10::FunctionSchema& functional,
+                      const c10::FunctionSchema& out) {
+  const size_t n_args = functional.arguments().size();
+  if (out.arguments().size() != n_args + functional.returns().size()) {
+    return false;
+  }
+  for (size_t i = 0; i < n_args; ++i) {
+    if (out.arguments()[i].name() != functional.arguments()[i].name() ||
+        *out.arguments()[i].real_type() != *functional.arguments()[i].real_type()) {
+      return false;
+    }
+  }
+  for (size_t i = n_args; i < out.arguments().size(); ++i) {
+    if (!out.arguments()[i].is_out()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+ArgumentKind argumentKind(const c10::Argument& argument) {
+  switch (kindWithoutOptional(argument.real_type())) {
+    case c10::TypeKind::DeviceObjType:
+      return ArgumentKind::Device;
+    case c10::TypeKind::GeneratorType:
+      return ArgumentKind::Generator;
+    default:
+      return ArgumentKind::Other;
+  }
+}
+
+bool returnsOnlyTensors(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& ret : schema.returns()) {
+    const c10::TypePtr& type = ret.real_type();
+    const bool tensor_like =
+        type->kind() == c10::TypeKind::TensorType ||
+        (type->kind() == c10::TypeKind::ListType &&
+         type->containedType(0)->kind() == c10::TypeKind::TensorType);
+    if (!tensor_like) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<size_t> aliasedArgument(const c10::FunctionSchema& schema,
+                                      size_t return_index) {
+  const c10::AliasInfo* ret_alias = schema.returns()[return_index].alias_info();
+  if (ret_alias == nullptr) {
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const c10::AliasInfo* arg_alias = schema.arguments()[i].alias_info();
+    if (arg_alias != nullptr && arg_alias->beforeSets() == ret_alias->beforeSets()) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<c10::OperatorHandle> outVariantOf(const c10::OperatorHandle& op) {
+  static std::mutex mutex;
+  static std::unordered_map<c10::OperatorName, std::optional<c10::OperatorHandle>>
+      cache;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const c10::OperatorName& name = op.operator_name();
+  auto cached = cache.find(name);
+  if (cached != cache.end()) {
+    return cached->second;
+  }
+  std::optional<c10::OperatorHandle> found;
+  for (const std::string& overload :
+       {name.overload_name.empty() ? std::string("out")
+                                   : name.overload_name + "_out",
+        std::string("out")}) {
+    auto candidate = c10::Dispatcher::singleton().findSchema({name.name, overload});
+    if (candidate.has_value() && outSchemaExtends(op.schema(), candidate->schema())) {
+      found = candidate;
+      break;
+    }
+  }
+  cache.emplace(name, found);
+  return found;
+}
+
+}  // namespace mydev

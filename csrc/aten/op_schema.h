@@ -1,0 +1,27 @@
+// Reading an operator's schema for the generic device-kernel path: which
+// arguments are tensors, devices or generators, which returns alias which
+// arguments, and the out= overload of a functional op.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/function_schema.h>
+
+#include <optional>
+
+namespace mydev {
+
+enum class ArgumentKind { Device, Generator, Other };
+ArgumentKind argumentKind(const c10::Argument& argument);
+
+// True when every return is a Tensor or a list of Tensors.
+bool returnsOnlyTensors(const c10::FunctionSchema& schema);
+
+// Index of the argument a return aliases (same alias set), if any.
+std::optional<size_t> aliasedArgument(const c10::FunctionSchema& schema,
+                                      size_t return_index);
+
+// The out= overload of a functional op (aten::add.Tensor -> aten::add.out),
+// when its schema is the functional one plus one out argument per return.
+std::optional<c10::OperatorHandle> outVariantOf(const c10::OperatorHandle& op);
+
+}  // namespace mydev
