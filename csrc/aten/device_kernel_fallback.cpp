@@ -6,20 +6,22 @@
 // host values (bool, Scalar) synchronize with the stream instead. Random ops
 // draw from the mydev generator (device_randomness.h). Operators outside
 // ATen follow the CPU fallback policy (cpu_fallback_policy.h).
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <optional>
 
+#include "../core/caching_allocator.h"
 #include "cpu_fallback_policy.h"
 #include "device_randomness.h"
 #include "host_view.h"
 #include "kernel_launch.h"
+#include "meta_cache.h"
 #include "op_schema.h"
 
 namespace mydev {
@@ -129,24 +131,6 @@ c10::Device resolveDevice(const c10::OperatorHandle& op, Stack* stack,
   return *device;
 }
 
-// The argument as the Meta kernel should see it: metadata-only tensors (0-dim
-// CPU scalars too: type promotion treats a 0-dim tensor the same on any
-// device, and some meta kernels refuse to mix devices), the meta device, and
-// no generator.
-c10::IValue metaArgument(const c10::Argument& schema_arg, const c10::IValue& value) {
-  switch (argumentKind(schema_arg)) {
-    case ArgumentKind::Device:
-      return value.isNone() ? value : c10::IValue(c10::Device(c10::kMeta));
-    case ArgumentKind::Generator:
-      return c10::IValue();
-    case ArgumentKind::Other:
-      break;
-  }
-  return mapTensors(value, [](const at::Tensor& t) {
-    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-  });
-}
-
 // What a random kernel may draw: one number per element of its largest
 // tensor, which bounds what ATen's random CPU kernels consume.
 struct RandomDraws {
@@ -185,17 +169,26 @@ uint64_t largestNumel(c10::ArrayRef<c10::IValue> values) {
 // may differ (view_as_real, view(dtype)). The meta input started at offset
 // 0, so meta's offset is relative to base's first element; offsets are
 // converted through bytes because the element sizes may differ.
-at::Tensor viewOf(const at::Tensor& base, const at::Tensor& meta) {
+at::Tensor viewOf(const at::Tensor& base, const TensorMeta& meta) {
+  const int64_t item_size = static_cast<int64_t>(c10::elementSize(meta.dtype));
   const int64_t byte_offset = base.storage_offset() * base.element_size() +
-                              meta.storage_offset() * meta.element_size();
-  TORCH_INTERNAL_ASSERT(byte_offset % meta.element_size() == 0,
+                              meta.storage_offset * item_size;
+  TORCH_INTERNAL_ASSERT(byte_offset % item_size == 0,
                         "view offset is not a multiple of the element size");
   auto view = at::detail::make_tensor<c10::TensorImpl>(
       c10::TensorImpl::VIEW, c10::Storage(base.storage()), base.key_set(),
-      meta.dtype());
-  view.unsafeGetTensorImpl()->set_sizes_and_strides(
-      meta.sizes(), meta.strides(), byte_offset / meta.element_size());
+      c10::scalarTypeToTypeMeta(meta.dtype));
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(meta.sizes, meta.strides,
+                                                    byte_offset / item_size);
   return view;
+}
+
+// A new device tensor laid out as the Meta kernel said, straight from the
+// allocator (the current device is the op's).
+at::Tensor allocateLike(const TensorMeta& meta) {
+  return at::detail::empty_strided_generic(
+      meta.sizes, meta.strides, &cachingAllocator(),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta.dtype);
 }
 
 // Data-dependent shapes and host-valued results: run the CPU kernel as a
@@ -265,33 +258,38 @@ struct DeviceOutputs {
 };
 
 DeviceOutputs deviceOutputsFor(const c10::FunctionSchema& schema,
-                               const Stack& meta_results,
-                               const std::vector<c10::IValue>& device_args,
-                               c10::Device device) {
+                               const OutputMetadata& metadata,
+                               const std::vector<c10::IValue>& device_args) {
   DeviceOutputs outputs;
-  for (size_t r = 0; r < meta_results.size(); ++r) {
+  for (size_t r = 0; r < metadata.size(); ++r) {
+    const ReturnMeta& ret = metadata[r];
     const std::optional<size_t> aliased = aliasedArgument(schema, r);
     const c10::AliasInfo* alias = schema.returns()[r].alias_info();
-    if (aliased.has_value() && alias->isWrite()) {
+    if (aliased.has_value() && alias->isWrite() && !ret.is_list) {
       at::Tensor target = device_args[*aliased].toTensor();
-      const at::Tensor& meta = meta_results[r].toTensor();
-      if (target.sizes() != meta.sizes() || target.strides() != meta.strides()) {
-        target.resize_(meta.sizes());
+      const TensorMeta& meta = ret.tensors[0];
+      if (target.sizes() != meta.sizes || target.strides() != meta.strides) {
+        target.resize_(meta.sizes);
         target.unsafeGetTensorImpl()->set_sizes_and_strides(
-            meta.sizes(), meta.strides(), target.storage_offset());
+            meta.sizes, meta.strides, target.storage_offset());
       }
       outputs.values.push_back(target);
       outputs.views_only = false;
-    } else if (aliased.has_value()) {
-      outputs.values.push_back(viewOf(device_args[*aliased].toTensor(),
-                                      meta_results[r].toTensor()));
+    } else if (aliased.has_value() && alias->isWrite()) {
+      outputs.values.push_back(device_args[*aliased]);  // in-place list ops
+      outputs.views_only = false;
+    } else if (aliased.has_value() && !ret.is_list) {
+      outputs.values.push_back(viewOf(device_args[*aliased].toTensor(), ret.tensors[0]));
     } else {
       outputs.fresh = true;
       outputs.views_only = false;
-      outputs.values.push_back(mapTensors(meta_results[r], [&](const at::Tensor& meta) {
-        return at::empty_strided(meta.sizes(), meta.strides(),
-                                 meta.options().device(device));
-      }));
+      if (ret.is_list) {
+        c10::List<at::Tensor> list;
+        for (const TensorMeta& meta : ret.tensors) list.push_back(allocateLike(meta));
+        outputs.values.push_back(list);
+      } else {
+        outputs.values.push_back(allocateLike(ret.tensors[0]));
+      }
     }
   }
   outputs.views_only = outputs.views_only && !outputs.values.empty();
@@ -321,13 +319,10 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
     return;
   }
 
-  Stack meta_stack;
-  meta_stack.reserve(n_args);
-  for (size_t i = 0; i < n_args; ++i) {
-    meta_stack.push_back(metaArgument(schema.arguments()[i], (*stack)[first_arg + i]));
-  }
+  std::shared_ptr<const OutputMetadata> metadata;
   try {
-    op.callBoxed(&meta_stack);
+    metadata = outputMetadata(
+        op, c10::ArrayRef<c10::IValue>(stack->data() + first_arg, n_args));
   } catch (const std::exception&) {
     // No Meta kernel, one that needs the data, or one (some are Python)
     // that can't handle this call: compute synchronously instead. Genuine
@@ -339,7 +334,7 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
 
   const std::vector<c10::IValue> device_args(stack->begin() + first_arg,
                                              stack->end());
-  DeviceOutputs outputs = deviceOutputsFor(schema, meta_stack, device_args, device);
+  DeviceOutputs outputs = deviceOutputsFor(schema, *metadata, device_args);
   torch::jit::drop(*stack, n_args);
   if (outputs.views_only) {
     for (auto& out : outputs.values) {

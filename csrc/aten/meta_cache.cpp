@@ -1,0 +1,223 @@
+#include "meta_cache.h"
+
+#include <ATen/core/stack.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DefaultDtype.h>
+
+#include <cstring>
+#include <optional>
+#include <unordered_map>
+
+#include "op_schema.h"
+
+namespace mydev {
+namespace {
+
+// Bounded so that a program sweeping through shapes can't grow it forever;
+// clearing it all at once is fine, it refills from the hot calls.
+constexpr size_t kMaxEntries = 1 << 14;
+
+using Key = std::vector<int64_t>;
+
+struct KeyHash {
+  size_t operator()(const Key& key) const {
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    for (const int64_t word : key) {
+      hash = (hash ^ static_cast<uint64_t>(word)) * 0x100000001b3ULL;
+    }
+    return static_cast<size_t>(hash);
+  }
+};
+
+enum Tag : int64_t {
+  kNone = 1, kTensor, kUndefinedTensor, kList, kInt, kDouble, kBool,
+  kComplex, kIntList, kDoubleList, kBoolList, kString, kOpaque
+};
+
+int64_t bitsOf(double value) {
+  int64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+void appendTensor(Key& key, const at::Tensor& t) {
+  if (!t.defined()) {
+    key.push_back(kUndefinedTensor);
+    return;
+  }
+  key.push_back(kTensor);
+  key.push_back(static_cast<int64_t>(t.scalar_type()));
+  key.push_back(static_cast<int64_t>(t.device().type()));
+  key.push_back((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0));
+  key.push_back(t.dim());
+  for (const int64_t size : t.sizes()) key.push_back(size);
+  for (const int64_t stride : t.strides()) key.push_back(stride);
+  if (t.device().is_cpu() && t.dim() == 0) {
+    // A host scalar's value: cheap, and safe should a Meta kernel read it.
+    const at::Scalar value = t.item();
+    key.push_back(value.isFloatingPoint() ? bitsOf(value.toDouble()) : value.toLong());
+  }
+}
+
+// Appends what the Meta kernel's result can depend on; false if the value
+// is of a kind we don't know how to key (then nothing is cached).
+bool appendValue(Key& key, const c10::Argument& schema_arg, const c10::IValue& value) {
+  const ArgumentKind kind = argumentKind(schema_arg);
+  if (kind == ArgumentKind::Device || kind == ArgumentKind::Generator) {
+    key.push_back(value.isNone() ? kNone : kOpaque);  // replaced for Meta
+    return true;
+  }
+  if (value.isNone()) {
+    key.push_back(kNone);
+  } else if (value.isTensor()) {
+    appendTensor(key, value.toTensor());
+  } else if (value.isTensorList()) {
+    key.push_back(kList);
+    key.push_back(static_cast<int64_t>(value.toTensorList().size()));
+    for (const at::Tensor& t : value.toTensorList()) appendTensor(key, t);
+  } else if (value.isOptionalTensorList()) {
+    key.push_back(kList);
+    const auto list = value.toOptionalTensorList();
+    key.push_back(static_cast<int64_t>(list.size()));
+    for (const std::optional<at::Tensor>& t : list) {
+      appendTensor(key, t.has_value() ? *t : at::Tensor());
+    }
+  } else if (value.isInt()) {
+    key.push_back(kInt);
+    key.push_back(value.toInt());
+  } else if (value.isDouble()) {
+    key.push_back(kDouble);
+    key.push_back(bitsOf(value.toDouble()));
+  } else if (value.isBool()) {
+    key.push_back(kBool);
+    key.push_back(value.toBool() ? 1 : 0);
+  } else if (value.isComplexDouble()) {
+    const c10::complex<double> z = value.toComplexDouble();
+    key.push_back(kComplex);
+    key.push_back(bitsOf(z.real()));
+    key.push_back(bitsOf(z.imag()));
+  } else if (value.isIntList()) {
+    key.push_back(kIntList);
+    const auto list = value.toIntList();
+    key.push_back(static_cast<int64_t>(list.size()));
+    for (const int64_t element : list) key.push_back(element);
+  } else if (value.isDoubleList()) {
+    key.push_back(kDoubleList);
+    const auto list = value.toDoubleList();
+    key.push_back(static_cast<int64_t>(list.size()));
+    for (const double element : list) key.push_back(bitsOf(element));
+  } else if (value.isBoolList()) {
+    key.push_back(kBoolList);
+    const auto list = value.toBoolList();
+    key.push_back(static_cast<int64_t>(list.size()));
+    for (const bool element : list) key.push_back(element ? 1 : 0);
+  } else if (value.isString()) {
+    key.push_back(kString);
+    key.push_back(static_cast<int64_t>(std::hash<std::string_view>()(value.toStringView())));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::optional<Key> keyFor(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  Key key;
+  key.reserve(64);
+  key.push_back(reinterpret_cast<int64_t>(&op.schema()));
+  // Factory functions without a dtype use the default dtype.
+  key.push_back(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
+  const auto& schema_args = op.schema().arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!appendValue(key, schema_args[i], args[i])) {
+      return std::nullopt;
+    }
+  }
+  return key;
+}
+
+// The argument as the Meta kernel sees it: metadata-only tensors (0-dim CPU
+// scalars too: type promotion treats a 0-dim tensor the same on any device,
+// and some meta kernels refuse to mix devices), the meta device and no
+// generator.
+c10::IValue metaArgument(const c10::Argument& schema_arg, const c10::IValue& value) {
+  switch (argumentKind(schema_arg)) {
+    case ArgumentKind::Device:
+      return value.isNone() ? value : c10::IValue(c10::Device(c10::kMeta));
+    case ArgumentKind::Generator:
+      return c10::IValue();
+    case ArgumentKind::Other:
+      break;
+  }
+  auto to_meta = [](const at::Tensor& t) {
+    return t.defined() ? at::empty_strided(t.sizes(), t.strides(),
+                                           t.options().device(c10::kMeta))
+                       : t;
+  };
+  if (value.isTensor()) {
+    return to_meta(value.toTensor());
+  }
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> mapped;
+    for (const at::Tensor& t : value.toTensorList()) mapped.push_back(to_meta(t));
+    return mapped;
+  }
+  if (value.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> mapped;
+    for (const std::optional<at::Tensor>& t : value.toOptionalTensorList()) {
+      mapped.push_back(t.has_value() ? std::optional<at::Tensor>(to_meta(*t)) : std::nullopt);
+    }
+    return mapped;
+  }
+  return value;
+}
+
+TensorMeta describe(const at::Tensor& meta) {
+  return {meta.sizes().vec(), meta.strides().vec(), meta.storage_offset(),
+          meta.scalar_type()};
+}
+
+std::shared_ptr<const OutputMetadata> runMetaKernel(const c10::OperatorHandle& op,
+                                                    c10::ArrayRef<c10::IValue> args) {
+  const auto& schema_args = op.schema().arguments();
+  torch::jit::Stack stack;
+  stack.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    stack.push_back(metaArgument(schema_args[i], args[i]));
+  }
+  op.callBoxed(&stack);
+  auto result = std::make_shared<OutputMetadata>();
+  for (const c10::IValue& value : stack) {
+    ReturnMeta ret;
+    if (value.isTensorList()) {
+      ret.is_list = true;
+      for (const at::Tensor& t : value.toTensorList()) ret.tensors.push_back(describe(t));
+    } else {
+      ret.tensors.push_back(describe(value.toTensor()));
+    }
+    result->push_back(std::move(ret));
+  }
+  return result;
+}
+
+}  // namespace
+
+std::shared_ptr<const OutputMetadata> outputMetadata(const c10::OperatorHandle& op,
+                                                     c10::ArrayRef<c10::IValue> args) {
+  thread_local std::unordered_map<Key, std::shared_ptr<const OutputMetadata>, KeyHash> cache;
+  std::optional<Key> key = keyFor(op, args);
+  if (!key.has_value()) {
+    return runMetaKernel(op, args);
+  }
+  auto hit = cache.find(*key);
+  if (hit != cache.end()) {
+    return hit->second;
+  }
+  auto computed = runMetaKernel(op, args);
+  if (cache.size() >= kMaxEntries) {
+    cache.clear();
+  }
+  cache.emplace(std::move(*key), computed);
+  return computed;
+}
+
+}  // namespace mydev
