@@ -26,4 +26,8 @@ from ._registration import register  # noqa: E402
 
 register()
 
+from . import _autograd_exit  # noqa: E402
+
+_autograd_exit.install()
+
 __all__ = ["check_torch_version"]

@@ -50,15 +50,14 @@ void setCpuFallbackPolicy(CpuFallbackPolicy value) {
   policy.store(static_cast<int>(value), std::memory_order_release);
 }
 
-void runOnCpuIfAllowed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void runOnCpuIfAllowed(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                       const char* why_unsupported, c10::DispatchKey cpu_key) {
   const std::string name = c10::toString(op.operator_name());
   const CpuFallbackPolicy current = cpuFallbackPolicy();
   TORCH_CHECK_NOT_IMPLEMENTED(
       current != CpuFallbackPolicy::Off, "mydev has no kernel for ", name,
-      ": operators outside ATen have host implementations, not device "
-      "kernels. Set MYDEV_CPU_FALLBACK=warn (or on) to run it on the CPU, "
-      "with its inputs copied there and its results copied back, or register "
-      "a mydev kernel for it.");
+      ": ", why_unsupported, ". Set MYDEV_CPU_FALLBACK=warn (or on) to run it "
+      "on the CPU, with its inputs copied there and its results copied back.");
   {
     const std::lock_guard<std::mutex> lock(counts_mutex);
     counts[name] += 1;
@@ -69,7 +68,7 @@ void runOnCpuIfAllowed(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
                  "host and its results back.");
     }
   }
-  at::native::cpu_fallback(op, stack);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/false, cpu_key);
 }
 
 std::map<std::string, int64_t> cpuFallbackCounts() {

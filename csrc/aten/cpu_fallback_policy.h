@@ -1,9 +1,10 @@
 // What happens to an operator the device has no kernel for.
 //
-// The device runs every ATen operator as a device kernel. Operators from
-// other namespaces (a user's torch.library ops, third-party libraries) have
-// host-side implementations, not device kernels, so they are unsupported
-// on mydev unless the user allows running them on the CPU:
+// The device runs every ATen operator on strided tensors as a device kernel.
+// Operators from other namespaces (a user's torch.library ops, third-party
+// libraries) have host-side implementations, not device kernels, and nested
+// tensors are a layout the device has no kernels for, so these are
+// unsupported on mydev unless the user allows running them on the CPU:
 //
 //   MYDEV_CPU_FALLBACK=off   (default) a clear NotImplementedError naming the
 //                            operator and this switch
@@ -30,9 +31,12 @@ void setCpuFallbackPolicy(CpuFallbackPolicy policy);
 // "off" / "warn" / "on"; anything else is an error naming the variable.
 CpuFallbackPolicy parseCpuFallbackPolicy(const std::string& text);
 
-// Runs `op` on CPU copies of its arguments if the policy allows it, or
-// raises NotImplementedError explaining why the device can't run it.
-void runOnCpuIfAllowed(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Runs `op` on CPU copies of its arguments (dispatched to `cpu_key`, e.g.
+// NestedTensorCPU for nested tensors) if the policy allows it, or raises
+// NotImplementedError naming the op and `why_unsupported`.
+void runOnCpuIfAllowed(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                       const char* why_unsupported,
+                       c10::DispatchKey cpu_key = c10::DispatchKey::CPU);
 
 std::map<std::string, int64_t> cpuFallbackCounts();
 void resetCpuFallbackCounts();

@@ -18,6 +18,7 @@
 
 #include "../core/caching_allocator.h"
 #include "cpu_fallback_policy.h"
+#include "device_kernel_fallback.h"
 #include "device_randomness.h"
 #include "host_view.h"
 #include "kernel_launch.h"
@@ -107,8 +108,11 @@ c10::Device resolveDevice(const c10::OperatorHandle& op, Stack* stack,
       device = arg.toDevice();
     }
   }
-  TORCH_INTERNAL_ASSERT(device.has_value(), op.operator_name(),
-                        " reached the mydev kernel without a mydev argument");
+  if (!device.has_value()) {
+    // Only a mydev generator brought the call here: a CPU op was given it.
+    TORCH_CHECK(false, op.operator_name(),
+                ": Expected a 'cpu' device type for generator but found 'mydev'");
+  }
   if (!device->has_index()) {
     device = c10::Device(c10::DeviceType::PrivateUse1, currentDevice());
   }
@@ -153,7 +157,9 @@ c10::IValue hostArgument(const c10::Argument& schema_arg, const c10::IValue& val
       break;
   }
   return mapTensors(value, [](const at::Tensor& t) {
-    return t.device().is_privateuseone() ? hostView(t) : t;
+    // Undefined tensors stand for absent optional arguments (autograd passes
+    // them so); they stay absent.
+    return t.defined() && t.device().is_privateuseone() ? hostView(t) : t;
   });
 }
 
@@ -186,6 +192,9 @@ at::Tensor viewOf(const at::Tensor& base, const TensorMeta& meta) {
 // A new device tensor laid out as the Meta kernel said, straight from the
 // allocator (the current device is the op's).
 at::Tensor allocateLike(const TensorMeta& meta) {
+  if (!meta.defined) {
+    return at::Tensor();
+  }
   return at::detail::empty_strided_generic(
       meta.sizes, meta.strides, &cachingAllocator(),
       c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta.dtype);
@@ -255,6 +264,7 @@ struct DeviceOutputs {
   std::vector<c10::IValue> values;
   bool fresh = false;      // some output is newly allocated
   bool views_only = true;  // every output is a view (nothing to compute)
+  bool some_undefined = false;  // e.g. gradients a backward op was told to skip
 };
 
 DeviceOutputs deviceOutputsFor(const c10::FunctionSchema& schema,
@@ -283,6 +293,7 @@ DeviceOutputs deviceOutputsFor(const c10::FunctionSchema& schema,
     } else {
       outputs.fresh = true;
       outputs.views_only = false;
+      outputs.some_undefined = outputs.some_undefined || ret.has_undefined();
       if (ret.is_list) {
         c10::List<at::Tensor> list;
         for (const TensorMeta& meta : ret.tensors) list.push_back(allocateLike(meta));
@@ -296,10 +307,14 @@ DeviceOutputs deviceOutputsFor(const c10::FunctionSchema& schema,
   return outputs;
 }
 
+}  // namespace
+
 void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  Stack* stack) {
   if (!hasDeviceKernels(op.operator_name())) {
-    runOnCpuIfAllowed(op, stack);
+    runOnCpuIfAllowed(op, stack,
+                      "operators outside ATen have host implementations, not "
+                      "device kernels (register a mydev kernel for it)");
     return;
   }
   const c10::FunctionSchema& schema = op.schema();
@@ -355,9 +370,15 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   std::optional<c10::OperatorHandle> out_variant;
   std::vector<c10::IValue> host_outputs;
   if (outputs.fresh) {
-    out_variant = outVariantOf(op);
+    // An out= overload can't take an absent output; then the functional
+    // overload runs and its results are copied.
+    if (!outputs.some_undefined) {
+      out_variant = outVariantOf(op);
+    }
     for (const c10::IValue& out : outputs.values) {
-      host_outputs.push_back(mapTensors(out, [](const at::Tensor& t) { return hostView(t); }));
+      host_outputs.push_back(mapTensors(out, [](const at::Tensor& t) {
+        return t.defined() ? hostView(t) : t;
+      }));
     }
     if (out_variant.has_value()) {
       kernel_stack.insert(kernel_stack.end(), host_outputs.begin(), host_outputs.end());
@@ -376,7 +397,9 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  // the host; move them into the device outputs.
                  for (size_t r = 0; r < host_outputs.size(); ++r) {
                    if (host_outputs[r].isTensor()) {
-                     host_outputs[r].toTensor().copy_(kernel_stack[r].toTensor());
+                     if (host_outputs[r].toTensor().defined()) {
+                       host_outputs[r].toTensor().copy_(kernel_stack[r].toTensor());
+                     }
                    } else if (host_outputs[r].isTensorList()) {
                      auto dst = host_outputs[r].toTensorList();
                      auto src = kernel_stack[r].toTensorList();
@@ -390,8 +413,6 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
     stack->push_back(std::move(out));
   }
 }
-
-}  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());

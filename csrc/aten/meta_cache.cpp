@@ -172,7 +172,10 @@ c10::IValue metaArgument(const c10::Argument& schema_arg, const c10::IValue& val
 }
 
 TensorMeta describe(const at::Tensor& meta) {
-  return {meta.sizes().vec(), meta.strides().vec(), meta.storage_offset(),
+  if (!meta.defined()) {
+    return {false, {}, {}, 0, at::ScalarType::Undefined};
+  }
+  return {true, meta.sizes().vec(), meta.strides().vec(), meta.storage_offset(),
           meta.scalar_type()};
 }
 

@@ -17,6 +17,7 @@
 namespace mydev {
 
 struct TensorMeta {
+  bool defined = true;  // false: the op returned an undefined tensor
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   int64_t storage_offset;  // relative to the first argument element (views)
@@ -27,6 +28,13 @@ struct TensorMeta {
 struct ReturnMeta {
   bool is_list = false;
   std::vector<TensorMeta> tensors;
+
+  bool has_undefined() const {
+    for (const TensorMeta& t : tensors) {
+      if (!t.defined) return true;
+    }
+    return false;
+  }
 };
 
 using OutputMetadata = std::vector<ReturnMeta>;

@@ -34,6 +34,13 @@ bool outSchemaExtends(const c10::FunctionSchema& functional,
   return true;
 }
 
+// Out= overloads that are not the functional op writing into `out`: they use
+// `out` as scratch of another shape first (resizing it, with a deprecation
+// warning). Their functional overload runs instead, then one copy.
+bool outVariantMisbehaves(const c10::OperatorName& name) {
+  return name.name == "aten::mse_loss";
+}
+
 }  // namespace
 
 ArgumentKind argumentKind(const c10::Argument& argument) {
@@ -87,6 +94,10 @@ std::optional<c10::OperatorHandle> outVariantOf(const c10::OperatorHandle& op) {
     return cached->second;
   }
   std::optional<c10::OperatorHandle> found;
+  if (outVariantMisbehaves(name)) {
+    cache.emplace(name, found);
+    return found;
+  }
   for (const std::string& overload :
        {name.overload_name.empty() ? std::string("out")
                                    : name.overload_name + "_out",

@@ -1,0 +1,38 @@
+"""Workaround for torch 2.13: an abort at exit after a backward pass on mydev.
+
+Autograd runs backward passes on a device thread per mydev device. Since 2.13,
+``torch.autograd.graph._engine_run_backward`` stashes a ``contextvars``
+context in thread-local state, which the engine's graph task captures. The
+device thread drops its finished graph task just after ``backward()``
+returned to the caller; dropping it decrefs that Python object, which needs
+the GIL. If the script ends in that window, CPython is finalizing and ends the
+thread by a forced unwind through a noexcept C++ frame:
+"terminate called without an active exception", exit code 134. CPU backward
+runs on the caller's thread and never hits this; any device backend with
+device threads does.
+
+At exit we run one tiny backward pass on each mydev device through the
+engine directly, without the stash. A device thread releases its previous
+graph task before it takes the next one, so when this barrier returns every
+earlier graph task is gone, and the barrier's own task holds no Python
+object. Remove this module when torch no longer stashes per-backward state.
+"""
+
+import atexit
+
+import torch
+
+
+def _drain_device_threads() -> None:
+    if not torch.mydev.is_initialized():
+        return
+    for index in range(torch.mydev.device_count()):
+        leaf = torch.zeros((), device=f"mydev:{index}", requires_grad=True)
+        output = leaf * 1
+        torch.autograd.Variable._execution_engine.run_backward(
+            (output,), (torch.ones_like(output),), False, False, (), True, True
+        )
+
+
+def install() -> None:
+    atexit.register(_drain_device_threads)
