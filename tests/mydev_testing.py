@@ -56,3 +56,29 @@ def assert_device_still_usable() -> None:
     for index in range(N_DEVICES):
         result = torch.arange(4, dtype=torch.float32, device=f"mydev:{index}") * 2 + 1
         assert torch.equal(result.cpu(), torch.arange(4, dtype=torch.float32) * 2 + 1)
+
+
+def assert_close_to_cpu(actual, expected, *, rtol=None, atol=None, device=None, exact=False, msg=""):
+    """``actual`` (a mydev tensor, or a tuple/list of them, possibly with
+    ``None`` entries) matches the CPU result ``expected``: the same structure,
+    dtype, shape and values within ``rtol``/``atol`` (``exact``: bitwise,
+    NaN == NaN). ``device`` (e.g. ``"mydev:1"``) also pins the device index;
+    without it any mydev device is accepted. ``msg`` prefixes a mismatch."""
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)) and len(actual) == len(expected), (msg, type(actual))
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_close_to_cpu(a, e, rtol=rtol, atol=atol, device=device, exact=exact, msg=f"{msg}[{i}]")
+        return
+    if expected is None:
+        assert actual is None, f"{msg}: expected None, got {type(actual)}"
+        return
+    assert isinstance(actual, torch.Tensor), f"{msg}: {type(actual)}"
+    assert expected.device.type == "cpu", f"{msg}: the reference is on {expected.device}"
+    if device is None:
+        assert actual.device.type == "mydev", f"{msg}: on {actual.device}, not mydev"
+    else:
+        assert actual.device == torch.device(device), f"{msg}: on {actual.device}, not {device}"
+    if exact:
+        rtol = atol = 0
+    torch.testing.assert_close(actual.detach().cpu(), expected.detach(), rtol=rtol, atol=atol,
+                               equal_nan=True, msg=(lambda m: f"{msg}: {m}") if msg else None)
