@@ -1,0 +1,427 @@
+"""Eager-mode speed of mydev against the CPU in the same run, with targets.
+
+Each row times one workload on mydev and the same workload on the CPU and
+prints the time ratio mydev / CPU (lower is better) next to the target the
+eager-mode performance issue sets for it:
+
+* per-op overhead: ``x + 1`` on a one-element tensor, 10 000 calls per
+  repetition; target: mydev at most 3x the CPU time;
+* large ops: a 16M-element add (allocating, and into ``out=``), a
+  16M-element sum, softmax over a
+  [4096, 4096] tensor, a 1024x1024 mm and a conv2d (N=8, C=64, 56x56, 3x3);
+  target: at most 1.1x the CPU time;
+* a TransformerEncoderLayer (d_model=512, nhead=8, seq=128, batch=8):
+  forward + backward, and a full training step with AdamW; target: at most
+  1.2x the CPU time.
+
+Every figure is the median of several repetitions after warm-up; the
+repetitions of a mydev figure and of its CPU baseline alternate, so both see
+the same machine load. Device work is timed up to the return of
+``torch.mydev.synchronize()``. Nothing here asserts on time; PASS / MISS
+only compares the measured ratio with the target.
+
+    python benchmarks/eager.py               # full run, about 1-2 minutes
+    python benchmarks/eager.py --quick       # short run, about 30 s
+    python benchmarks/eager.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from device_basics import environment, format_value, progress, render_environment  # noqa: E402
+
+Op = Callable[[], object]
+
+
+# ------------------------------------------------------------------ budget --
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One repetition calls the workload ``calls`` times, then synchronizes.
+    ``calls`` is fixed for the overhead row (``overhead_calls``) and chosen
+    by doubling for the others, so that a repetition lasts at least
+    ``target_rep_seconds``. ``warmup_reps`` are discarded, the median of
+    ``reps`` is kept."""
+
+    name: str
+    warmup_reps: int
+    reps: int
+    target_rep_seconds: float
+    overhead_calls: int
+
+
+FULL = Budget(name="full", warmup_reps=2, reps=9, target_rep_seconds=0.1, overhead_calls=10_000)
+QUICK = Budget(name="quick", warmup_reps=1, reps=5, target_rep_seconds=0.02, overhead_calls=10_000)
+
+
+# ------------------------------------------------------------------ timing --
+
+
+@dataclass(frozen=True)
+class Timed:
+    """``op`` is called repeatedly; ``device`` (a mydev index, or None for
+    the CPU) is synchronized at the end of each repetition."""
+
+    op: Op
+    device: Optional[int] = None
+
+    def sync(self) -> None:
+        if self.device is not None:
+            torch.mydev.synchronize(self.device)
+
+
+def repetition(timed: Timed, calls: int) -> float:
+    """Seconds per call of one repetition: ``calls`` calls, then sync."""
+    op = timed.op
+    start = time.perf_counter()
+    for _ in range(calls):
+        op()
+    timed.sync()
+    return (time.perf_counter() - start) / calls
+
+
+def calls_per_rep(timed: Timed, budget: Budget) -> int:
+    """Doubles the number of calls until a repetition lasts long enough. The
+    first call is made apart: it may pay one-time costs (kernel-path set-up,
+    allocator growth, lazy initialisation)."""
+    repetition(timed, 1)
+    calls = 1
+    while calls < 1_000_000:
+        start = time.perf_counter()
+        repetition(timed, calls)
+        if time.perf_counter() - start >= budget.target_rep_seconds:
+            break
+        calls *= 2
+    return calls
+
+
+def compare(mydev: Timed, cpu: Timed, budget: Budget, fixed_calls: Optional[int] = None) -> Tuple[float, float]:
+    """Median seconds per call of ``mydev`` and of its baseline ``cpu``;
+    repetitions alternate (mydev, cpu, cpu, mydev, ...)."""
+    pair = (mydev, cpu)
+    if fixed_calls is None:
+        calls = [calls_per_rep(timed, budget) for timed in pair]
+    else:
+        for timed in pair:
+            repetition(timed, 1)
+        calls = [fixed_calls, fixed_calls]
+    samples: Tuple[List[float], List[float]] = ([], [])
+    for rep in range(budget.warmup_reps + budget.reps):
+        for i in (0, 1) if rep % 2 == 0 else (1, 0):
+            seconds = repetition(pair[i], calls[i])
+            if rep >= budget.warmup_reps:
+                samples[i].append(seconds)
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
+# -------------------------------------------------------------------- rows --
+
+
+@dataclass
+class Row:
+    """One line: mydev and CPU time per call, their ratio and the target."""
+
+    section: str
+    what: str
+    shape: str
+    unit: str
+    target: float
+    mydev: Optional[float] = None
+    cpu: Optional[float] = None
+    note: str = ""
+    error: str = ""
+
+    @property
+    def ratio(self) -> Optional[float]:
+        if self.mydev is None or self.cpu is None or self.cpu == 0:
+            return None
+        return self.mydev / self.cpu
+
+    @property
+    def verdict(self) -> str:
+        if self.error:
+            return "ERROR"
+        ratio = self.ratio
+        if ratio is None:
+            return "n/a"
+        return "PASS" if ratio <= self.target else "MISS"
+
+    def to_json(self) -> Dict[str, Any]:
+        return {**asdict(self), "ratio": self.ratio, "verdict": self.verdict}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """``make(device)`` builds the inputs on ``device`` and returns the
+    callable to time; ``work`` (FLOP or bytes per call, optional) gives the
+    throughput note."""
+
+    section: str
+    what: str
+    shape: str
+    target: float
+    make: Callable[[str], Op]
+    unit: str = "ms"
+    fixed_calls: bool = False
+    work: Optional[Tuple[float, str]] = None
+    note: str = ""
+
+
+def _seeded(shape: Sequence[int], device: str) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(*shape, generator=g).to(device)
+
+
+def make_add_one(device: str) -> Op:
+    x = torch.ones(1, device=device)
+    return lambda: x + 1
+
+
+def make_add(device: str) -> Op:
+    a, b = _seeded((16 * 1024 * 1024,), device), _seeded((16 * 1024 * 1024,), device)
+    return lambda: a + b
+
+
+def make_add_out(device: str) -> Op:
+    a, b = _seeded((16 * 1024 * 1024,), device), _seeded((16 * 1024 * 1024,), device)
+    out = torch.empty_like(a)
+    return lambda: torch.add(a, b, out=out)
+
+
+def make_sum(device: str) -> Op:
+    a = _seeded((16 * 1024 * 1024,), device)
+    return lambda: a.sum()
+
+
+def make_softmax(device: str) -> Op:
+    a = _seeded((4096, 4096), device)
+    return lambda: torch.softmax(a, dim=-1)
+
+
+def make_mm(device: str) -> Op:
+    a, b = _seeded((1024, 1024), device), _seeded((1024, 1024), device)
+    return lambda: a @ b
+
+
+def make_conv2d(device: str) -> Op:
+    x = _seeded((8, 64, 56, 56), device)
+    w = _seeded((64, 64, 3, 3), device) * 0.05
+    bias = _seeded((64,), device)
+    return lambda: F.conv2d(x, w, bias, padding=1)
+
+
+D_MODEL, NHEAD, SEQ, BATCH = 512, 8, 128, 8
+
+
+def _transformer(device: str) -> Tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(D_MODEL, NHEAD, batch_first=True).to(device)  # dropout 0.1, ff 2048
+    x = _seeded((BATCH, SEQ, D_MODEL), device)
+    target = _seeded((BATCH, SEQ, D_MODEL), device)
+    return layer.train(), x, target
+
+
+def make_transformer_fwd_bwd(device: str) -> Op:
+    layer, x, target = _transformer(device)
+    params = list(layer.parameters())
+
+    def step() -> None:
+        for p in params:
+            p.grad = None
+        F.mse_loss(layer(x), target).backward()
+
+    return step
+
+
+def make_transformer_train_step(device: str) -> Op:
+    layer, x, target = _transformer(device)
+    opt = torch.optim.AdamW(layer.parameters(), lr=1e-4)  # each device's default implementation
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        F.mse_loss(layer(x), target).backward()
+        opt.step()
+
+    return step
+
+
+def _layer_flops() -> float:
+    """Matmul FLOP of one forward of the layer (projections, attention, FFN)."""
+    tokens = BATCH * SEQ
+    proj = 2 * tokens * D_MODEL * (4 * D_MODEL + 2 * 2048)
+    attn = 2 * 2 * BATCH * SEQ * SEQ * D_MODEL
+    return float(proj + attn)
+
+
+WORKLOADS: Tuple[Workload, ...] = (
+    Workload("overhead", "x + 1, 1 element, 10k calls + sync", "[1] f32", 3.0, make_add_one,
+             unit="us", fixed_calls=True, note="per-op overhead"),
+    Workload("large", "add a + b", "[16M] f32", 1.1, make_add, work=(3 * 64 * 2 ** 20, "GB/s"),
+             note="new 64 MiB output per call"),
+    Workload("large", "add, out= (no allocation)", "[16M] f32", 1.1, make_add_out,
+             work=(3 * 64 * 2 ** 20, "GB/s")),
+    Workload("large", "sum", "[16M] f32", 1.1, make_sum, work=(64 * 2 ** 20, "GB/s")),
+    Workload("large", "softmax(dim=-1)", "[4096, 4096] f32", 1.1, make_softmax, work=(2 * 64 * 2 ** 20, "GB/s")),
+    Workload("large", "mm", "[1024, 1024] @ [1024, 1024] f32", 1.1, make_mm, work=(2 * 1024 ** 3, "GFLOP/s")),
+    Workload("large", "conv2d 3x3, pad 1, 64->64", "[8, 64, 56, 56] f32", 1.1, make_conv2d,
+             work=(2 * 8 * 64 * 64 * 9 * 56 * 56, "GFLOP/s")),
+    Workload("transformer", "TransformerEncoderLayer fwd + bwd", "d512 h8 s128 b8", 1.2, make_transformer_fwd_bwd,
+             work=(3 * _layer_flops(), "GFLOP/s"), note="mse loss, dropout 0.1"),
+    Workload("transformer", "training step, AdamW", "d512 h8 s128 b8", 1.2, make_transformer_train_step,
+             work=(3 * _layer_flops(), "GFLOP/s"), note="zero_grad + fwd + bwd + step"),
+)
+
+
+def _throughput_note(work: Optional[Tuple[float, str]], mydev_s: float, cpu_s: float) -> str:
+    if work is None:
+        return ""
+    amount, unit = work
+    return f"{unit}: mydev {amount / mydev_s / 1e9:.1f}, CPU {amount / cpu_s / 1e9:.1f}"
+
+
+def _adamw_impls() -> str:
+    """Which AdamW implementation each side runs by default."""
+    from torch.optim.optimizer import _default_to_fused_or_foreach
+
+    impl = {}
+    for device in ("mydev", "cpu"):
+        p = torch.zeros(2, device=device)
+        _, foreach = _default_to_fused_or_foreach([p], differentiable=False, use_fused=False)
+        impl[device] = "foreach" if foreach else "for-loop"
+    return f"AdamW default: mydev {impl['mydev']}, CPU {impl['cpu']}"
+
+
+def measure(workload: Workload, budget: Budget) -> Row:
+    row = Row(section=workload.section, what=workload.what, shape=workload.shape, unit=workload.unit,
+              target=workload.target, note=workload.note)
+    scale = 1e6 if workload.unit == "us" else 1e3
+    try:
+        mydev_op = workload.make("mydev:0")
+        torch.mydev.synchronize(0)
+        cpu_op = workload.make("cpu")
+        fixed = budget.overhead_calls if workload.fixed_calls else None
+        mydev_s, cpu_s = compare(Timed(mydev_op, 0), Timed(cpu_op), budget, fixed)
+    except Exception as exc:  # noqa: BLE001 (a failing row must not end the run)
+        row.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+        try:
+            torch.mydev.synchronize(0)
+        except Exception:  # noqa: BLE001
+            pass
+        return row
+    row.mydev, row.cpu = mydev_s * scale, cpu_s * scale
+    notes = [n for n in (row.note, _throughput_note(workload.work, mydev_s, cpu_s)) if n]
+    if "AdamW" in workload.what:
+        notes.append(_adamw_impls())
+    row.note = "; ".join(notes)
+    return row
+
+
+# ------------------------------------------------------------------ output --
+
+SECTION_TITLES = {
+    "overhead": "Per-op overhead, us per call (lower is better). Target: mydev/CPU <= 3.",
+    "large": "Large ops, ms per call (lower is better). Target: mydev/CPU <= 1.1.",
+    "transformer": "Transformer layer, ms per call (lower is better). Target: mydev/CPU <= 1.2.",
+}
+HEADERS = ("what", "shape", "mydev", "CPU", "unit", "mydev/CPU", "target", "verdict", "note")
+
+
+def table_cells(row: Row) -> Tuple[str, ...]:
+    return (
+        row.what,
+        row.shape,
+        format_value(row.mydev),
+        format_value(row.cpu),
+        row.unit,
+        format_value(row.ratio),
+        f"<= {row.target:g}",
+        row.verdict,
+        row.error or row.note,
+    )
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    cells = [table_cells(row) for row in rows]
+    widths = [max(len(line[i]) for line in [HEADERS, *cells]) for i in range(len(HEADERS))]
+    numeric = {2, 3, 5}
+
+    def line(values: Sequence[str]) -> str:
+        parts = (v.rjust(w) if i in numeric else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths)))
+        return "  ".join(parts).rstrip()
+
+    out: List[str] = []
+    section = None
+    for row, row_cells in zip(rows, cells):
+        if row.section != section:
+            section = row.section
+            out += ["", SECTION_TITLES[section], line(HEADERS), line(["-" * w for w in widths])]
+        out.append(line(row_cells))
+    verdicts = [row.verdict for row in rows]
+    out += ["", f"summary: {verdicts.count('PASS')} PASS, {verdicts.count('MISS')} MISS, "
+                f"{verdicts.count('ERROR')} ERROR of {len(rows)} rows"]
+    return "\n".join(out)
+
+
+def write_json(path: str, rows: Sequence[Row], env: Dict[str, Any], budget: Budget, seconds: float) -> None:
+    payload = {
+        "benchmark": "eager",
+        "budget": asdict(budget),
+        "seconds": seconds,
+        "environment": env,
+        "rows": [row.to_json() for row in rows],
+    }
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    with open(path, "w") as handle:
+        json.dump(payload, handle, indent=2)
+        handle.write("\n")
+
+
+# -------------------------------------------------------------------- main --
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short run: fewer and shorter repetitions")
+    parser.add_argument("--json", metavar="PATH", help="also write the results (and environment) to PATH")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    if not torch.mydev.is_available():
+        print("mydev is not available (MYDEV_DEVICE_COUNT=0?)", file=sys.stderr)
+        return 1
+    budget = QUICK if args.quick else FULL
+    started = time.perf_counter()
+    rows = []
+    for workload in WORKLOADS:
+        progress(f"{workload.what} {workload.shape}")
+        rows.append(measure(workload, budget))
+        torch.mydev.empty_cache()
+    seconds = time.perf_counter() - started
+    env = environment()
+    print(render_table(rows))
+    print(render_environment(env, budget, seconds))  # type: ignore[arg-type]
+    if args.json:
+        write_json(args.json, rows, env, budget, seconds)
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
