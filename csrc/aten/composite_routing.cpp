@@ -6,6 +6,11 @@
 //    whose CPU kernels choose the best CPU algorithm over host views.
 //  - _batch_norm_no_update: its composite kernel calls the CPU batch norm
 //    directly, which asserts CPU tensors.
+//  - native_layer_norm, native_group_norm, addr: their composite kernels
+//    are math decompositions (layer_norm through batch_norm), with other
+//    numerics than the CPU kernels and no reduced-precision support.
+//  - mode.values, conj_physical_: their composite kernels check for CPU/CUDA
+//    devices or call a DispatchStub for the tensor's own device.
 //  - mse_loss: its generated composite kernel calls mse_loss.out, whose CPU
 //    kernel uses `out` as scratch of the input's shape (resizing a 0-dim
 //    output, with a deprecation warning); the device-kernel path runs the
@@ -62,7 +67,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_backward_overrideable", convolutionBackwardOverrideable);
   m.impl("_batch_norm_no_update",
          torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
-  m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
+  for (const char* name : {"mse_loss", "native_layer_norm", "native_group_norm",
+                           "addr", "mode.values", "conj_physical_"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
+  }
 }
 
 }  // namespace mydev

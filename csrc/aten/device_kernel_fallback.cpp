@@ -184,20 +184,29 @@ at::Tensor viewOf(const at::Tensor& base, const TensorMeta& meta) {
   auto view = at::detail::make_tensor<c10::TensorImpl>(
       c10::TensorImpl::VIEW, c10::Storage(base.storage()), base.key_set(),
       c10::scalarTypeToTypeMeta(meta.dtype));
-  view.unsafeGetTensorImpl()->set_sizes_and_strides(meta.sizes, meta.strides,
-                                                    byte_offset / item_size);
+  c10::TensorImpl* impl = view.unsafeGetTensorImpl();
+  impl->set_sizes_and_strides(meta.sizes, meta.strides, byte_offset / item_size);
+  impl->_set_conj(meta.is_conj);
+  impl->_set_neg(meta.is_neg);
   return view;
 }
 
-// A new device tensor laid out as the Meta kernel said, straight from the
-// allocator (the current device is the op's).
+// A new device tensor laid out as the Meta kernel said (including its
+// conjugate/negative bits), straight from the allocator (the current device
+// is the op's).
 at::Tensor allocateLike(const TensorMeta& meta) {
   if (!meta.defined) {
     return at::Tensor();
   }
-  return at::detail::empty_strided_generic(
+  at::Tensor fresh = at::detail::empty_strided_generic(
       meta.sizes, meta.strides, &cachingAllocator(),
       c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta.dtype);
+  // Some ops return lazy conjugate/negative results (linalg.lu_solve with
+  // left=False): the kernel writes the raw values, the bit says how to read
+  // them.
+  fresh.unsafeGetTensorImpl()->_set_conj(meta.is_conj);
+  fresh.unsafeGetTensorImpl()->_set_neg(meta.is_neg);
+  return fresh;
 }
 
 // Data-dependent shapes and host-valued results: run the CPU kernel as a
@@ -329,7 +338,7 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const c10::DeviceGuard guard(device);
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
 
-  if (!returnsOnlyTensors(schema)) {
+  if (!returnsOnlyTensors(schema) || outputsShapedByTheData(op.operator_name())) {
     runAndSynchronize(op, stack, first_arg, device);
     return;
   }

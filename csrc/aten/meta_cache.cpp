@@ -8,6 +8,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "cpu_output_contract.h"
 #include "op_schema.h"
 
 namespace mydev {
@@ -149,9 +150,14 @@ c10::IValue metaArgument(const c10::Argument& schema_arg, const c10::IValue& val
       break;
   }
   auto to_meta = [](const at::Tensor& t) {
-    return t.defined() ? at::empty_strided(t.sizes(), t.strides(),
-                                           t.options().device(c10::kMeta))
-                       : t;
+    if (!t.defined()) {
+      return t;
+    }
+    at::Tensor meta = at::empty_strided(t.sizes(), t.strides(),
+                                        t.options().device(c10::kMeta));
+    meta.unsafeGetTensorImpl()->_set_conj(t.is_conj());
+    meta.unsafeGetTensorImpl()->_set_neg(t.is_neg());
+    return meta;
   };
   if (value.isTensor()) {
     return to_meta(value.toTensor());
@@ -175,8 +181,9 @@ TensorMeta describe(const at::Tensor& meta) {
   if (!meta.defined()) {
     return {false, {}, {}, 0, at::ScalarType::Undefined};
   }
-  return {true, meta.sizes().vec(), meta.strides().vec(), meta.storage_offset(),
-          meta.scalar_type()};
+  return {true,          meta.sizes().vec(),   meta.strides().vec(),
+          meta.storage_offset(), meta.scalar_type(), meta.is_conj(),
+          meta.is_neg()};
 }
 
 std::shared_ptr<const OutputMetadata> runMetaKernel(const c10::OperatorHandle& op,
@@ -199,6 +206,7 @@ std::shared_ptr<const OutputMetadata> runMetaKernel(const c10::OperatorHandle& o
     }
     result->push_back(std::move(ret));
   }
+  applyCpuOutputContract(op, args, *result);
   return result;
 }
 

@@ -22,6 +22,8 @@ struct TensorMeta {
   std::vector<int64_t> strides;
   int64_t storage_offset;  // relative to the first argument element (views)
   at::ScalarType dtype;
+  bool is_conj = false;  // lazy conjugate/negative bits (views may set them)
+  bool is_neg = false;
 };
 
 // One return of an op: a tensor, or a list of tensors.

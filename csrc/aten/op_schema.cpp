@@ -3,6 +3,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace mydev {
 namespace {
@@ -34,14 +35,23 @@ bool outSchemaExtends(const c10::FunctionSchema& functional,
   return true;
 }
 
-// Out= overloads that are not the functional op writing into `out`: they use
-// `out` as scratch of another shape first (resizing it, with a deprecation
-// warning). Their functional overload runs instead, then one copy.
+// Out= overloads that are not the functional op writing into `out`: they
+// use `out` as scratch of another shape first (resizing it, which host views
+// of device memory can't do, or warning about it), or assume it is
+// contiguous. Their functional overload runs instead, then one copy.
 bool outVariantMisbehaves(const c10::OperatorName& name) {
-  return name.name == "aten::mse_loss";
+  static const std::unordered_set<std::string> misbehaving = {
+      "aten::mse_loss",     "aten::binary_cross_entropy", "aten::huber_loss",
+      "aten::max_unpool2d", "aten::max_unpool3d"};
+  return misbehaving.count(name.name) != 0;
 }
 
 }  // namespace
+
+bool outputsShapedByTheData(const c10::OperatorName& name) {
+  return name.name == "aten::_embedding_bag" ||
+         name.name == "aten::_embedding_bag_forward_only";
+}
 
 ArgumentKind argumentKind(const c10::Argument& argument) {
   switch (kindWithoutOptional(argument.real_type())) {

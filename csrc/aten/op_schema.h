@@ -13,6 +13,11 @@ namespace mydev {
 enum class ArgumentKind { Device, Generator, Other };
 ArgumentKind argumentKind(const c10::Argument& argument);
 
+// Ops whose Meta kernel can't predict their outputs' shapes (they depend on
+// the data or on the mode in ways the Meta kernel doesn't model), beyond the
+// ones that have no Meta kernel at all.
+bool outputsShapedByTheData(const c10::OperatorName& name);
+
 // True when every return is a Tensor or a list of Tensors.
 bool returnsOnlyTensors(const c10::FunctionSchema& schema);
 
