@@ -1,0 +1,7 @@
+"""`python -m device_ext.conformance`: see cli.py."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,111 @@
+"""Which ops and dtypes a run checks.
+
+The ops are PyTorch's OpInfo database, plus optionally OpInfos from a
+vendor module (--extra-ops, e.g. for the device's custom ops). Every process
+(the CLI and its workers) builds the same list, so a task names its op by
+OpInfo.full_name."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import torch
+from torch.testing._internal.opinfo.core import OpInfo
+
+from .results import dtype_name
+
+ALL_DTYPES = "all"
+
+
+def load_extra_ops(spec: str) -> List[OpInfo]:
+    """OpInfos from "module[:attribute]" or "path/to/file.py[:attribute]";
+    the attribute (default op_db) is a list of OpInfo."""
+    target, _, attribute = spec.partition(":")
+    attribute = attribute or "op_db"
+    if target.endswith(".py"):
+        path = Path(target).resolve()
+        module_spec = importlib.util.spec_from_file_location(f"_conformance_extra_{path.stem}", path)
+        if module_spec is None or module_spec.loader is None:
+            raise ImportError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    ops = list(getattr(module, attribute))
+    if not all(isinstance(op, OpInfo) for op in ops):
+        raise TypeError(f"{spec}: expected a list of OpInfo")
+    return ops
+
+
+def load_ops(extra_ops: Sequence[str] = ()) -> Dict[str, OpInfo]:
+    """Every op a run can check, by full name (unique in the database)."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    ops: Dict[str, OpInfo] = {}
+    for op in list(op_db) + [op for spec in extra_ops for op in load_extra_ops(spec)]:
+        if op.full_name in ops:
+            raise ValueError(f"two OpInfos are named {op.full_name!r}")
+        ops[op.full_name] = op
+    return ops
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name.strip().replace("torch.", ""), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dtype
+
+
+def cpu_dtypes(op: OpInfo) -> List[torch.dtype]:
+    """The dtypes the OpInfo declares for the CPU. (Asked for an unknown
+    device, OpInfo falls back to the CPU's list anyway; asking for "cpu"
+    says what is meant: the CPU is the reference.)"""
+    return sorted(op.supported_dtypes("cpu"), key=dtype_name)
+
+
+@dataclass(frozen=True)
+class Task:
+    op: str
+    dtype: str
+
+
+@dataclass
+class Selection:
+    tasks: List[Task]
+    # Ops that matched the filters but support none of the requested dtypes.
+    not_applicable: List[str]
+
+
+def select(
+    ops: Dict[str, OpInfo],
+    dtypes: str,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> Selection:
+    """Tasks for the ops whose full name matches any `include` pattern (all
+    if none) and no `exclude` pattern (regular expressions searched in the
+    name, so a plain substring works), at `dtypes`: a comma-separated list,
+    or "all" for every dtype the op supports on the CPU."""
+    wanted: Optional[List[torch.dtype]] = None
+    if dtypes.strip() != ALL_DTYPES:
+        wanted = [parse_dtype(name) for name in dtypes.split(",") if name.strip()]
+    include_res = [re.compile(p) for p in include]
+    exclude_res = [re.compile(p) for p in exclude]
+    tasks: List[Task] = []
+    not_applicable: List[str] = []
+    for name, op in ops.items():
+        if include_res and not any(r.search(name) for r in include_res):
+            continue
+        if any(r.search(name) for r in exclude_res):
+            continue
+        supported = cpu_dtypes(op)
+        chosen = supported if wanted is None else [d for d in wanted if d in supported]
+        if not chosen:
+            not_applicable.append(name)
+        tasks.extend(Task(name, dtype_name(d)) for d in chosen)
+    return Selection(tasks, not_applicable)

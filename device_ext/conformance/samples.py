@@ -1,0 +1,85 @@
+"""The sample inputs an op is checked with, and which of their tensors
+belong on the device.
+
+Samples are generated on the CPU and copied to the device (transfer.py), so
+that both sides see the same values whatever the device's random number
+generator does. One subtlety: in PyTorch's own device tests, samples are
+generated *for* the device, and a tensor the sample code creates without a
+device argument (tensor_split's `torch.tensor([1, 2, 3])` indices, narrow's
+`torch.tensor(1)` start) stays on the CPU, which the op's contract may
+require ("tensor_split expected tensor_indices_or_sections to be on cpu").
+Those tensors are found by generating the samples a second time with "meta"
+as the default device: what lands on meta was placed by default, not by the
+sample's device argument."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import FrozenSet, List, Optional
+
+import torch
+import torch.utils._pytree as pytree
+from torch.testing._internal.opinfo.core import OpInfo, SampleInput
+
+
+@dataclass(frozen=True)
+class Sample:
+    index: int  # position in the OpInfo's full sample list
+    input: SampleInput
+    # ids of the tensors in `input` that stay on the CPU in the device run
+    stay_on_cpu: FrozenSet[int] = frozenset()
+
+    def summary(self, limit: int = 240) -> str:
+        text = self.input.summary().replace("\n", " ")
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _leaves(sample: SampleInput) -> list:
+    return pytree.tree_leaves((sample.input, sample.args, sample.kwargs))
+
+
+def _default_placed(samples: List[SampleInput], shadow: List[SampleInput]) -> List[FrozenSet[int]]:
+    """Per sample, the ids of its tensors whose twin in `shadow` (generated
+    with default device meta) is on meta. Samples whose shadow does not line
+    up exactly keep nothing on the CPU."""
+    placed: List[FrozenSet[int]] = []
+    for sample, twin in zip(samples, shadow):
+        leaves, twin_leaves = _leaves(sample), _leaves(twin)
+        if len(leaves) != len(twin_leaves):
+            placed.append(frozenset())
+            continue
+        placed.append(
+            frozenset(
+                id(leaf)
+                for leaf, other in zip(leaves, twin_leaves)
+                if isinstance(leaf, torch.Tensor) and isinstance(other, torch.Tensor) and other.device.type == "meta"
+            )
+        )
+    return placed
+
+
+def _spread(count: int, limit: Optional[int]) -> List[int]:
+    """`limit` indices evenly spread over range(count), first and last
+    included, so a limit does not drop all the late (often larger or
+    non-contiguous) samples."""
+    if limit is None or count <= limit:
+        return list(range(count))
+    if limit <= 1:
+        return list(range(limit))
+    step = (count - 1) / (limit - 1)
+    return [round(i * step) for i in range(limit)]
+
+
+def select_samples(op: OpInfo, dtype: torch.dtype, limit: Optional[int] = None, reference: bool = False) -> List[Sample]:
+    generate = op.reference_inputs if reference else op.sample_inputs
+    samples = list(generate("cpu", dtype, requires_grad=False))
+    try:
+        with torch.device("meta"):
+            shadow = list(generate("cpu", dtype, requires_grad=False))
+    except Exception:  # noqa: BLE001  (value-dependent sample code cannot run on meta)
+        shadow = []
+    if len(shadow) == len(samples):
+        placed = _default_placed(samples, shadow)
+    else:
+        placed = [frozenset()] * len(samples)
+    return [Sample(i, samples[i], placed[i]) for i in _spread(len(samples), limit)]
