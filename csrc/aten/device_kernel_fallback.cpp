@@ -35,10 +35,16 @@ bool hasDeviceKernels(const c10::OperatorName& name) {
   return name.name.rfind("aten::", 0) == 0 || name.name.rfind("prims::", 0) == 0;
 }
 
-// Ops that, as on CUDA, take index tensors from the host.
+// Ops that, as on CUDA, take index tensors from the host (moved to the
+// device), and ops that read small host tensors of scalars themselves (the
+// _foreach_* overloads taking `Tensor scalars`, kept on the host).
 bool acceptsHostIndices(const c10::OperatorName& name) {
   return name.name == "aten::index" || name.name == "aten::index_put_" ||
          name.name == "aten::index_put" || name.name == "aten::_index_put_impl_";
+}
+
+bool readsHostScalars(const c10::OperatorName& name) {
+  return name.name.rfind("aten::_foreach_", 0) == 0;
 }
 
 [[noreturn]] void throwDeviceMismatch(c10::Device a, c10::Device b) {
@@ -117,13 +123,14 @@ c10::Device resolveDevice(const c10::OperatorHandle& op, Stack* stack,
     device = c10::Device(c10::DeviceType::PrivateUse1, currentDevice());
   }
   const bool host_indices_ok = acceptsHostIndices(op.operator_name());
+  const bool host_scalars_ok = readsHostScalars(op.operator_name());
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     c10::IValue& arg = (*stack)[first_arg + i];
     arg = mapTensors(arg, [&](const at::Tensor& t) {
       if (!t.defined() || t.device() == *device) {
         return t;
       }
-      if (t.device().is_cpu() && t.dim() == 0) {
+      if (t.device().is_cpu() && (t.dim() == 0 || host_scalars_ok)) {
         return t;
       }
       if (t.device().is_cpu() && host_indices_ok) {

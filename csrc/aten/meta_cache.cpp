@@ -53,19 +53,46 @@ void appendTensor(Key& key, const at::Tensor& t) {
   key.push_back(t.dim());
   for (const int64_t size : t.sizes()) key.push_back(size);
   for (const int64_t stride : t.strides()) key.push_back(stride);
-  if (t.device().is_cpu() && t.dim() == 0) {
-    // A host scalar's value: cheap, and safe should a Meta kernel read it.
-    const at::Scalar value = t.item();
-    key.push_back(value.isFloatingPoint() ? bitsOf(value.toDouble()) : value.toLong());
+}
+
+// Scalar (and Scalar[]) arguments shape outputs through their kind only
+// (type promotion: bool < int < float < complex), except where they are the
+// bounds of a range. Keying on values would miss the cache whenever a value
+// changes, e.g. an optimizer's bias corrections every step.
+bool isScalarArgument(const c10::Argument& argument) {
+  c10::TypePtr type = argument.real_type();
+  if (type->kind() == c10::TypeKind::OptionalType) {
+    type = type->castRaw<c10::OptionalType>()->getElementType();
   }
+  if (type->kind() == c10::TypeKind::ListType) {
+    type = type->containedType(0);
+  }
+  return type->kind() == c10::TypeKind::NumberType;
+}
+
+bool scalarValuesShapeOutputs(const c10::OperatorName& name) {
+  return name.name == "aten::arange" || name.name == "aten::range";
+}
+
+int64_t scalarKind(const c10::IValue& value) {
+  if (value.isBool()) return kBool;
+  if (value.isInt()) return kInt;
+  if (value.isDouble()) return kDouble;
+  if (value.isComplexDouble()) return kComplex;
+  return kOpaque;
 }
 
 // Appends what the Meta kernel's result can depend on; false if the value
 // is of a kind we don't know how to key (then nothing is cached).
-bool appendValue(Key& key, const c10::Argument& schema_arg, const c10::IValue& value) {
+bool appendValue(Key& key, const c10::Argument& schema_arg, const c10::IValue& value,
+                 bool scalar_values_matter) {
   const ArgumentKind kind = argumentKind(schema_arg);
   if (kind == ArgumentKind::Device || kind == ArgumentKind::Generator) {
     key.push_back(value.isNone() ? kNone : kOpaque);  // replaced for Meta
+    return true;
+  }
+  if (!scalar_values_matter && isScalarArgument(schema_arg) && !value.isList()) {
+    key.push_back(value.isNone() ? kNone : scalarKind(value));
     return true;
   }
   if (value.isNone()) {
@@ -115,6 +142,16 @@ bool appendValue(Key& key, const c10::Argument& schema_arg, const c10::IValue& v
   } else if (value.isString()) {
     key.push_back(kString);
     key.push_back(static_cast<int64_t>(std::hash<std::string_view>()(value.toStringView())));
+  } else if (value.isList()) {
+    // Scalar[] and other generic lists (the foreach ops' scalar lists).
+    const c10::List<c10::IValue> list = value.toList();
+    key.push_back(kList);
+    key.push_back(static_cast<int64_t>(list.size()));
+    for (const c10::IValue& element : list) {
+      if (!appendValue(key, schema_arg, element, scalar_values_matter)) {
+        return false;
+      }
+    }
   } else {
     return false;
   }
@@ -128,8 +165,9 @@ std::optional<Key> keyFor(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVal
   // Factory functions without a dtype use the default dtype.
   key.push_back(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
   const auto& schema_args = op.schema().arguments();
+  const bool scalar_values_matter = scalarValuesShapeOutputs(op.operator_name());
   for (size_t i = 0; i < args.size(); ++i) {
-    if (!appendValue(key, schema_args[i], args[i])) {
+    if (!appendValue(key, schema_args[i], args[i], scalar_values_matter)) {
       return std::nullopt;
     }
   }
