@@ -25,48 +25,34 @@ numbers. Nothing here asserts on time.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
-import statistics
 import sys
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-KiB = 1024
-MiB = 1024 * KiB
-
-Op = Callable[[], object]
-Sync = Callable[[], None]
+# harness.py sits next to this script; the insert lets the script be imported
+# from elsewhere too.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (  # noqa: E402
+    FIGURE_HEADERS, KiB, MiB, Budget, Op, Timed, compare, figure_cells, mydev_over_cpu, progress,
+    render_sectioned_table, run_benchmark, sync_devices,
+)
 
 
 # ------------------------------------------------------------------ budget --
 
 
 @dataclass(frozen=True)
-class Budget:
-    """How long each measurement runs.
+class BasicsBudget(Budget):
+    """The harness's budget plus the sizes to copy and to allocate."""
 
-    One repetition calls the operation ``calls`` times and then synchronizes;
-    ``calls`` is chosen by doubling (which also warms up) so that a
-    repetition lasts at least ``target_rep_seconds``. Then ``warmup_reps``
-    repetitions are discarded and the median of ``reps`` is kept.
-    """
-
-    name: str
-    warmup_reps: int
-    reps: int
-    target_rep_seconds: float
-    max_calls_per_rep: int
     copy_sizes: Tuple[int, ...]
     alloc_sizes: Tuple[int, ...]
 
 
-FULL = Budget(
+FULL = BasicsBudget(
     name="full",
     warmup_reps=2,
     reps=9,
@@ -75,101 +61,14 @@ FULL = Budget(
     copy_sizes=(4 * KiB, 1 * MiB, 16 * MiB, 256 * MiB),
     alloc_sizes=(512, 64 * KiB, 4 * MiB, 64 * MiB),
 )
-QUICK = Budget(
+QUICK = replace(
+    FULL,
     name="quick",
     warmup_reps=1,
     reps=5,
     target_rep_seconds=0.01,
-    max_calls_per_rep=100_000,
     copy_sizes=(4 * KiB, 1 * MiB, 16 * MiB),
-    alloc_sizes=(512, 64 * KiB, 4 * MiB, 64 * MiB),
 )
-
-
-# ------------------------------------------------------------------ timing --
-
-
-def no_sync() -> None:
-    """Synchronizer for pure host work."""
-
-
-def sync_devices(indices: Sequence[int]) -> Sync:
-    """A synchronizer that waits for all work on the given mydev devices."""
-    devices = tuple(indices)
-
-    def sync() -> None:
-        for index in devices:
-            torch.mydev.synchronize(index)
-
-    return sync
-
-
-@dataclass(frozen=True)
-class Timed:
-    """An operation to time: ``op`` is called repeatedly, ``sync`` ends each
-    repetition, and ``prepare`` (if any) runs untimed before every call."""
-
-    op: Op
-    sync: Sync = no_sync
-    prepare: Optional[Op] = None
-
-
-def _repetition(timed: Timed, calls: int) -> float:
-    """Seconds per call of one repetition: ``calls`` calls, then ``sync()``."""
-    clock = time.perf_counter
-    op, prepare = timed.op, timed.prepare
-    if prepare is None:
-        start = clock()
-        for _ in range(calls):
-            op()
-        timed.sync()
-        return (clock() - start) / calls
-    spent = 0.0
-    for _ in range(calls):
-        prepare()
-        start = clock()
-        op()
-        spent += clock() - start
-    start = clock()
-    timed.sync()
-    spent += clock() - start
-    return spent / calls
-
-
-def _calls_per_rep(timed: Timed, budget: Budget) -> int:
-    """Doubles the number of calls until a repetition lasts long enough.
-
-    The very first call is made apart: it may pay one-time costs (the first
-    op through the device-kernel path takes the better part of a second)
-    that would otherwise shrink the number of calls per repetition to one.
-    """
-    _repetition(timed, 1)
-    calls = 1
-    while calls < budget.max_calls_per_rep:
-        start = time.perf_counter()
-        _repetition(timed, calls)
-        if time.perf_counter() - start >= budget.target_rep_seconds:
-            break
-        calls = min(2 * calls, budget.max_calls_per_rep)
-    return calls
-
-
-def compare(mydev: Timed, cpu: Timed, budget: Budget) -> Tuple[float, float]:
-    """Median seconds per call of ``mydev`` and of its baseline ``cpu``.
-
-    Their repetitions alternate (mydev, cpu, cpu, mydev, ...), so that both
-    see the same load on a shared machine and the ratio stays meaningful
-    when the absolute numbers drift.
-    """
-    pair = (mydev, cpu)
-    calls = [_calls_per_rep(timed, budget) for timed in pair]
-    samples: Tuple[List[float], List[float]] = ([], [])
-    for rep in range(budget.warmup_reps + budget.reps):
-        for i in (0, 1) if rep % 2 == 0 else (1, 0):
-            seconds = _repetition(pair[i], calls[i])
-            if rep >= budget.warmup_reps:
-                samples[i].append(seconds)
-    return statistics.median(samples[0]), statistics.median(samples[1])
 
 
 # -------------------------------------------------------------------- rows --
@@ -190,9 +89,7 @@ class Row:
 
     @property
     def ratio(self) -> Optional[float]:
-        if self.mydev is None or self.cpu is None or self.cpu == 0:
-            return None
-        return self.mydev / self.cpu
+        return mydev_over_cpu(self.mydev, self.cpu)
 
     def reading(self) -> str:
         """The ratio in words: how many times faster or slower mydev is."""
@@ -213,10 +110,6 @@ def format_size(nbytes: int) -> str:
         if nbytes >= scale and nbytes % scale == 0:
             return f"{nbytes // scale} {unit}"
     return f"{nbytes} B"
-
-
-def progress(message: str) -> None:
-    print(f"  ... {message}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- tensors --
@@ -284,13 +177,13 @@ def _copy_timed(route: CopyRoute, nbytes: int) -> Timed:
                  sync_devices(route.devices))
 
 
-def copy_bandwidth(route: CopyRoute, nbytes: int, budget: Budget) -> Tuple[float, float]:
+def copy_bandwidth(route: CopyRoute, nbytes: int, budget: BasicsBudget) -> Tuple[float, float]:
     """GB/s (1e9 bytes copied per second) of ``route`` and of the CPU copy."""
     seconds = compare(_copy_timed(route, nbytes), _copy_timed(CPU_COPY, nbytes), budget)
     return nbytes / seconds[0] / 1e9, nbytes / seconds[1] / 1e9
 
 
-def copy_rows(budget: Budget, device_count: int) -> List[Row]:
+def copy_rows(budget: BasicsBudget, device_count: int) -> List[Row]:
     rows: List[Row] = []
     for nbytes in budget.copy_sizes:
         size = format_size(nbytes)
@@ -339,7 +232,7 @@ def driver_mallocs_per_call(nbytes: int, uncached: bool, calls: int = 20) -> flo
     return (torch.mydev.memory_stats(0)["num_device_alloc"] - before) / calls
 
 
-def allocation_rows(budget: Budget) -> List[Row]:
+def allocation_rows(budget: BasicsBudget) -> List[Row]:
     rows: List[Row] = []
     torch.mydev.empty_cache()
     for nbytes in budget.alloc_sizes:
@@ -414,37 +307,6 @@ def launch_rows(budget: Budget) -> List[Row]:
     return rows
 
 
-# ------------------------------------------------------------ environment --
-
-
-def environment() -> Dict[str, Any]:
-    count = torch.mydev.device_count()
-    devices = []
-    for index in range(count):
-        props = torch.mydev.get_device_properties(index)
-        devices.append(
-            {
-                "name": props.name,
-                "total_memory_mib": props.total_memory // MiB,
-                "compute_units": props.multi_processor_count,
-                "capability": f"{props.major}.{props.minor}",
-                "simd_width_bytes": props.simd_width_bytes,
-            }
-        )
-    return {
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "usable_cores": len(os.sched_getaffinity(0)),
-        "torch_threads": torch.get_num_threads(),
-        "load_average": [round(load, 2) for load in os.getloadavg()],
-        "mydev_device_count": count,
-        "mydev_launch_blocking": torch.mydev.is_launch_blocking(),
-        "mydev_devices": devices,
-    }
-
-
 # ------------------------------------------------------------------ output --
 
 SECTION_TITLES = {
@@ -455,30 +317,14 @@ SECTION_TITLES = {
     "launch": "Launch latency, us per call (lower is better; ratio < 1: mydev "
               "faster). Baseline named in the note.",
 }
-HEADERS = ("what", "size", "mydev", "CPU", "unit", "mydev/CPU", "better", "reading", "note")
-
-
-def format_value(value: Optional[float]) -> str:
-    if value is None:
-        return "n/a"
-    magnitude = abs(value)
-    if magnitude >= 100:
-        return f"{value:.0f}"
-    if magnitude >= 10:
-        return f"{value:.1f}"
-    if magnitude >= 0.01:
-        return f"{value:.2f}" if magnitude >= 1 else f"{value:.3f}"
-    return f"{value:.2g}"
+HEADERS = ("what", "size", *FIGURE_HEADERS, "better", "reading", "note")
 
 
 def table_cells(row: Row) -> Tuple[str, ...]:
     return (
         row.what,
         row.size,
-        format_value(row.mydev),
-        format_value(row.cpu),
-        row.unit,
-        format_value(row.ratio),
+        *figure_cells(row.mydev, row.cpu, row.unit),
         "higher" if row.higher_is_better else "lower",
         row.reading(),
         row.note,
@@ -486,97 +332,19 @@ def table_cells(row: Row) -> Tuple[str, ...]:
 
 
 def render_table(rows: Sequence[Row]) -> str:
-    cells = [table_cells(row) for row in rows]
-    widths = [max(len(line[i]) for line in [HEADERS, *cells]) for i in range(len(HEADERS))]
-    numeric = {2, 3, 5}
-
-    def line(values: Sequence[str]) -> str:
-        parts = (v.rjust(w) if i in numeric else v.ljust(w)
-                 for i, (v, w) in enumerate(zip(values, widths)))
-        return "  ".join(parts).rstrip()
-
-    out: List[str] = []
-    section = None
-    for row, row_cells in zip(rows, cells):
-        if row.section != section:
-            section = row.section
-            out += ["", SECTION_TITLES[section], line(HEADERS),
-                    line(["-" * w for w in widths])]
-        out.append(line(row_cells))
-    return "\n".join(out)
-
-
-def render_environment(env: Dict[str, Any], budget: Budget, seconds: float) -> str:
-    lines = [
-        "",
-        "environment",
-        f"  torch {env['torch']}, python {env['python']}, {env['platform']}",
-        f"  cores: {env['usable_cores']} usable of {env['cpu_count']}, "
-        f"torch threads {env['torch_threads']}, load average {env['load_average']}",
-        f"  mydev devices: {env['mydev_device_count']}, "
-        f"launch blocking: {env['mydev_launch_blocking']}",
-    ]
-    for index, dev in enumerate(env["mydev_devices"]):
-        lines.append(
-            f"  mydev:{index}: {dev['name']}, {dev['total_memory_mib']} MiB, "
-            f"{dev['compute_units']} compute units, capability {dev['capability']}, "
-            f"simd {dev['simd_width_bytes']} B"
-        )
-    lines.append(
-        f"  run: {budget.name}, median of {budget.reps} reps after "
-        f"{budget.warmup_reps} warm-up reps, >= {budget.target_rep_seconds * 1e3:.0f} ms "
-        f"per rep, {seconds:.1f} s in all"
-    )
-    return "\n".join(lines)
-
-
-def write_json(path: str, rows: Sequence[Row], env: Dict[str, Any], budget: Budget,
-               seconds: float) -> None:
-    payload = {
-        "benchmark": "device_basics",
-        "budget": asdict(budget),
-        "seconds": seconds,
-        "environment": env,
-        "rows": [row.to_json() for row in rows],
-    }
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    with open(path, "w") as handle:
-        json.dump(payload, handle, indent=2)
-        handle.write("\n")
+    return render_sectioned_table(rows, table_cells, HEADERS, SECTION_TITLES)
 
 
 # -------------------------------------------------------------------- main --
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="short run: fewer repetitions, no 256 MiB copies")
-    parser.add_argument("--json", metavar="PATH",
-                        help="also write the results (and environment) to PATH")
-    return parser.parse_args(argv)
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
-    if not torch.mydev.is_available():
-        print("mydev is not available (MYDEV_DEVICE_COUNT=0?)", file=sys.stderr)
-        return 1
-    budget = QUICK if args.quick else FULL
-    started = time.perf_counter()
+def measure(budget: BasicsBudget) -> List[Row]:
     rows = copy_rows(budget, torch.mydev.device_count())
     rows += allocation_rows(budget)
     rows += launch_rows(budget)
-    seconds = time.perf_counter() - started
-    env = environment()
-    print(render_table(rows))
-    print(render_environment(env, budget, seconds))
-    if args.json:
-        write_json(args.json, rows, env, budget, seconds)
-        print(f"\nwrote {args.json}")
-    return 0
+    return rows
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_benchmark("device_basics", __doc__, "short run: fewer repetitions, no 256 MiB copies",
+                           (FULL, QUICK), measure, render_table))

@@ -27,12 +27,8 @@ only compares the measured ratio with the target.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import statistics
 import sys
-import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -40,92 +36,30 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# harness.py sits next to this script; the insert lets the script be imported
+# from elsewhere too.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from device_basics import environment, format_value, progress, render_environment  # noqa: E402
-
-Op = Callable[[], object]
+from harness import (  # noqa: E402
+    FIGURE_HEADERS, Budget, Op, Timed, compare, figure_cells, mydev_over_cpu, progress,
+    render_sectioned_table, run_benchmark, sync_devices,
+)
 
 
 # ------------------------------------------------------------------ budget --
 
 
 @dataclass(frozen=True)
-class Budget:
-    """One repetition calls the workload ``calls`` times, then synchronizes.
-    ``calls`` is fixed for the overhead row (``overhead_calls``) and chosen
-    by doubling for the others, so that a repetition lasts at least
-    ``target_rep_seconds``. ``warmup_reps`` are discarded, the median of
-    ``reps`` is kept."""
+class EagerBudget(Budget):
+    """The harness's budget plus ``overhead_calls``: the overhead row makes
+    that many calls per repetition instead of a calibrated number."""
 
-    name: str
-    warmup_reps: int
-    reps: int
-    target_rep_seconds: float
     overhead_calls: int
 
 
-FULL = Budget(name="full", warmup_reps=2, reps=9, target_rep_seconds=0.1, overhead_calls=10_000)
-QUICK = Budget(name="quick", warmup_reps=1, reps=5, target_rep_seconds=0.02, overhead_calls=10_000)
-
-
-# ------------------------------------------------------------------ timing --
-
-
-@dataclass(frozen=True)
-class Timed:
-    """``op`` is called repeatedly; ``device`` (a mydev index, or None for
-    the CPU) is synchronized at the end of each repetition."""
-
-    op: Op
-    device: Optional[int] = None
-
-    def sync(self) -> None:
-        if self.device is not None:
-            torch.mydev.synchronize(self.device)
-
-
-def repetition(timed: Timed, calls: int) -> float:
-    """Seconds per call of one repetition: ``calls`` calls, then sync."""
-    op = timed.op
-    start = time.perf_counter()
-    for _ in range(calls):
-        op()
-    timed.sync()
-    return (time.perf_counter() - start) / calls
-
-
-def calls_per_rep(timed: Timed, budget: Budget) -> int:
-    """Doubles the number of calls until a repetition lasts long enough. The
-    first call is made apart: it may pay one-time costs (kernel-path set-up,
-    allocator growth, lazy initialisation)."""
-    repetition(timed, 1)
-    calls = 1
-    while calls < 1_000_000:
-        start = time.perf_counter()
-        repetition(timed, calls)
-        if time.perf_counter() - start >= budget.target_rep_seconds:
-            break
-        calls *= 2
-    return calls
-
-
-def compare(mydev: Timed, cpu: Timed, budget: Budget, fixed_calls: Optional[int] = None) -> Tuple[float, float]:
-    """Median seconds per call of ``mydev`` and of its baseline ``cpu``;
-    repetitions alternate (mydev, cpu, cpu, mydev, ...)."""
-    pair = (mydev, cpu)
-    if fixed_calls is None:
-        calls = [calls_per_rep(timed, budget) for timed in pair]
-    else:
-        for timed in pair:
-            repetition(timed, 1)
-        calls = [fixed_calls, fixed_calls]
-    samples: Tuple[List[float], List[float]] = ([], [])
-    for rep in range(budget.warmup_reps + budget.reps):
-        for i in (0, 1) if rep % 2 == 0 else (1, 0):
-            seconds = repetition(pair[i], calls[i])
-            if rep >= budget.warmup_reps:
-                samples[i].append(seconds)
-    return statistics.median(samples[0]), statistics.median(samples[1])
+FULL = EagerBudget(name="full", warmup_reps=2, reps=9, target_rep_seconds=0.1,
+                   max_calls_per_rep=1_000_000, overhead_calls=10_000)
+QUICK = EagerBudget(name="quick", warmup_reps=1, reps=5, target_rep_seconds=0.02,
+                    max_calls_per_rep=1_000_000, overhead_calls=10_000)
 
 
 # -------------------------------------------------------------------- rows --
@@ -147,9 +81,7 @@ class Row:
 
     @property
     def ratio(self) -> Optional[float]:
-        if self.mydev is None or self.cpu is None or self.cpu == 0:
-            return None
-        return self.mydev / self.cpu
+        return mydev_over_cpu(self.mydev, self.cpu)
 
     @property
     def verdict(self) -> str:
@@ -305,7 +237,7 @@ def _adamw_impls() -> str:
     return f"AdamW default: mydev {impl['mydev']}, CPU {impl['cpu']}"
 
 
-def measure(workload: Workload, budget: Budget) -> Row:
+def measure(workload: Workload, budget: EagerBudget) -> Row:
     row = Row(section=workload.section, what=workload.what, shape=workload.shape, unit=workload.unit,
               target=workload.target, note=workload.note)
     scale = 1e6 if workload.unit == "us" else 1e3
@@ -314,7 +246,7 @@ def measure(workload: Workload, budget: Budget) -> Row:
         torch.mydev.synchronize(0)
         cpu_op = workload.make("cpu")
         fixed = budget.overhead_calls if workload.fixed_calls else None
-        mydev_s, cpu_s = compare(Timed(mydev_op, 0), Timed(cpu_op), budget, fixed)
+        mydev_s, cpu_s = compare(Timed(mydev_op, sync_devices((0,))), Timed(cpu_op), budget, fixed)
     except Exception as exc:  # noqa: BLE001 (a failing row must not end the run)
         row.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
         try:
@@ -337,17 +269,14 @@ SECTION_TITLES = {
     "large": "Large ops, ms per call (lower is better). Target: mydev/CPU <= 1.1.",
     "transformer": "Transformer layer, ms per call (lower is better). Target: mydev/CPU <= 1.2.",
 }
-HEADERS = ("what", "shape", "mydev", "CPU", "unit", "mydev/CPU", "target", "verdict", "note")
+HEADERS = ("what", "shape", *FIGURE_HEADERS, "target", "verdict", "note")
 
 
 def table_cells(row: Row) -> Tuple[str, ...]:
     return (
         row.what,
         row.shape,
-        format_value(row.mydev),
-        format_value(row.cpu),
-        row.unit,
-        format_value(row.ratio),
+        *figure_cells(row.mydev, row.cpu, row.unit),
         f"<= {row.target:g}",
         row.verdict,
         row.error or row.note,
@@ -355,73 +284,24 @@ def table_cells(row: Row) -> Tuple[str, ...]:
 
 
 def render_table(rows: Sequence[Row]) -> str:
-    cells = [table_cells(row) for row in rows]
-    widths = [max(len(line[i]) for line in [HEADERS, *cells]) for i in range(len(HEADERS))]
-    numeric = {2, 3, 5}
-
-    def line(values: Sequence[str]) -> str:
-        parts = (v.rjust(w) if i in numeric else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths)))
-        return "  ".join(parts).rstrip()
-
-    out: List[str] = []
-    section = None
-    for row, row_cells in zip(rows, cells):
-        if row.section != section:
-            section = row.section
-            out += ["", SECTION_TITLES[section], line(HEADERS), line(["-" * w for w in widths])]
-        out.append(line(row_cells))
     verdicts = [row.verdict for row in rows]
-    out += ["", f"summary: {verdicts.count('PASS')} PASS, {verdicts.count('MISS')} MISS, "
-                f"{verdicts.count('ERROR')} ERROR of {len(rows)} rows"]
-    return "\n".join(out)
-
-
-def write_json(path: str, rows: Sequence[Row], env: Dict[str, Any], budget: Budget, seconds: float) -> None:
-    payload = {
-        "benchmark": "eager",
-        "budget": asdict(budget),
-        "seconds": seconds,
-        "environment": env,
-        "rows": [row.to_json() for row in rows],
-    }
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    with open(path, "w") as handle:
-        json.dump(payload, handle, indent=2)
-        handle.write("\n")
+    summary = (f"summary: {verdicts.count('PASS')} PASS, {verdicts.count('MISS')} MISS, "
+               f"{verdicts.count('ERROR')} ERROR of {len(rows)} rows")
+    return "\n".join([render_sectioned_table(rows, table_cells, HEADERS, SECTION_TITLES), "", summary])
 
 
 # -------------------------------------------------------------------- main --
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="short run: fewer and shorter repetitions")
-    parser.add_argument("--json", metavar="PATH", help="also write the results (and environment) to PATH")
-    return parser.parse_args(argv)
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
-    if not torch.mydev.is_available():
-        print("mydev is not available (MYDEV_DEVICE_COUNT=0?)", file=sys.stderr)
-        return 1
-    budget = QUICK if args.quick else FULL
-    started = time.perf_counter()
+def measure_all(budget: EagerBudget) -> List[Row]:
     rows = []
     for workload in WORKLOADS:
         progress(f"{workload.what} {workload.shape}")
         rows.append(measure(workload, budget))
         torch.mydev.empty_cache()
-    seconds = time.perf_counter() - started
-    env = environment()
-    print(render_table(rows))
-    print(render_environment(env, budget, seconds))  # type: ignore[arg-type]
-    if args.json:
-        write_json(args.json, rows, env, budget, seconds)
-        print(f"\nwrote {args.json}")
-    return 0
+    return rows
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_benchmark("eager", __doc__, "short run: fewer and shorter repetitions",
+                           (FULL, QUICK), measure_all, render_table))
