@@ -21,6 +21,7 @@
 #include "device_kernel_fallback.h"
 #include "device_randomness.h"
 #include "host_view.h"
+#include "ivalue_tensors.h"
 #include "kernel_launch.h"
 #include "meta_cache.h"
 #include "op_schema.h"
@@ -51,42 +52,6 @@ bool readsHostScalars(const c10::OperatorName& name) {
   TORCH_CHECK(false,
               "Expected all tensors to be on the same device, but found at "
               "least two devices, ", a, " and ", b, "!");
-}
-
-// Applies `fn` to every tensor inside an argument (plain, optional or list),
-// writing back what it returns.
-template <typename Fn>
-c10::IValue mapTensors(const c10::IValue& value, Fn&& fn) {
-  if (value.isTensor()) {
-    return fn(value.toTensor());
-  }
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> mapped;
-    for (const at::Tensor& t : value.toTensorList()) {
-      mapped.push_back(fn(t));
-    }
-    return mapped;
-  }
-  if (value.isOptionalTensorList()) {
-    c10::List<std::optional<at::Tensor>> mapped;
-    for (const std::optional<at::Tensor>& t : value.toOptionalTensorList()) {
-      mapped.push_back(t.has_value() && t->defined()
-                           ? std::optional<at::Tensor>(fn(*t))
-                           : std::nullopt);
-    }
-    return mapped;
-  }
-  return value;
-}
-
-template <typename Fn>
-void forEachTensor(const c10::IValue& value, Fn&& fn) {
-  (void)mapTensors(value, [&](const at::Tensor& t) {
-    if (t.defined()) {
-      fn(t);
-    }
-    return t;
-  });
 }
 
 // The mydev device of the call: its mydev tensors' device or, for factory

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "cpu_output_contract.h"
+#include "ivalue_tensors.h"
 #include "op_schema.h"
 
 namespace mydev {
@@ -187,7 +188,7 @@ c10::IValue metaArgument(const c10::Argument& schema_arg, const c10::IValue& val
     case ArgumentKind::Other:
       break;
   }
-  auto to_meta = [](const at::Tensor& t) {
+  return mapTensors(value, [](const at::Tensor& t) {
     if (!t.defined()) {
       return t;
     }
@@ -196,23 +197,7 @@ c10::IValue metaArgument(const c10::Argument& schema_arg, const c10::IValue& val
     meta.unsafeGetTensorImpl()->_set_conj(t.is_conj());
     meta.unsafeGetTensorImpl()->_set_neg(t.is_neg());
     return meta;
-  };
-  if (value.isTensor()) {
-    return to_meta(value.toTensor());
-  }
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> mapped;
-    for (const at::Tensor& t : value.toTensorList()) mapped.push_back(to_meta(t));
-    return mapped;
-  }
-  if (value.isOptionalTensorList()) {
-    c10::List<std::optional<at::Tensor>> mapped;
-    for (const std::optional<at::Tensor>& t : value.toOptionalTensorList()) {
-      mapped.push_back(t.has_value() ? std::optional<at::Tensor>(to_meta(*t)) : std::nullopt);
-    }
-    return mapped;
-  }
-  return value;
+  });
 }
 
 TensorMeta describe(const at::Tensor& meta) {
