@@ -108,11 +108,21 @@ c10::Device resolveDevice(const c10::OperatorHandle& op, Stack* stack,
 }
 
 // What a random kernel may draw: one number per element of its largest
-// tensor, which bounds what ATen's random CPU kernels consume.
+// tensor, which bounds what ATen's random CPU kernels consume. Only random
+// ops (those taking a Generator) need the count.
 struct RandomDraws {
   c10::DeviceIndex device;
   uint64_t count;
 };
+
+// Device tensors inside an argument as host views; everything else as is.
+// Undefined tensors stand for absent optional arguments (autograd passes
+// them so); they stay absent.
+c10::IValue hostViewsOf(const c10::IValue& value) {
+  return mapTensors(value, [](const at::Tensor& t) {
+    return t.defined() && t.device().is_privateuseone() ? hostView(t) : t;
+  });
+}
 
 // The argument as the CPU kernel inside a device kernel should see it: host
 // views of device memory, the CPU device, and a generator seeded from the
@@ -128,11 +138,7 @@ c10::IValue hostArgument(const c10::Argument& schema_arg, const c10::IValue& val
     case ArgumentKind::Other:
       break;
   }
-  return mapTensors(value, [](const at::Tensor& t) {
-    // Undefined tensors stand for absent optional arguments (autograd passes
-    // them so); they stay absent.
-    return t.defined() && t.device().is_privateuseone() ? hostView(t) : t;
-  });
+  return hostViewsOf(value);
 }
 
 uint64_t largestNumel(c10::ArrayRef<c10::IValue> values) {
@@ -195,7 +201,8 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
   auto outcome = std::make_shared<Outcome>();
   const std::vector<c10::IValue> device_args(stack->begin() + first_arg,
                                              stack->end());
-  const RandomDraws draws{device.index(), largestNumel(device_args)};
+  const RandomDraws draws{device.index(),
+                          takesGenerator(schema) ? largestNumel(device_args) : 0};
   // out= arguments get host tensors the CPU kernel may resize (host views
   // of device memory cannot grow); their contents go to the device after.
   std::vector<std::pair<size_t, at::Tensor>> host_outs;
@@ -343,7 +350,9 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   // order (random offsets are reserved here).
   const RandomDraws draws{
       device.index(),
-      std::max(largestNumel(device_args), largestNumel(outputs.values))};
+      takesGenerator(schema)
+          ? std::max(largestNumel(device_args), largestNumel(outputs.values))
+          : 0};
   Stack kernel_stack;
   for (size_t i = 0; i < n_args; ++i) {
     kernel_stack.push_back(hostArgument(schema.arguments()[i], device_args[i], draws));
@@ -357,9 +366,7 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
       out_variant = outVariantOf(op);
     }
     for (const c10::IValue& out : outputs.values) {
-      host_outputs.push_back(mapTensors(out, [](const at::Tensor& t) {
-        return t.defined() ? hostView(t) : t;
-      }));
+      host_outputs.push_back(hostViewsOf(out));
     }
     if (out_variant.has_value()) {
       kernel_stack.insert(kernel_stack.end(), host_outputs.begin(), host_outputs.end());

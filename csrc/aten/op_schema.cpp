@@ -64,6 +64,15 @@ ArgumentKind argumentKind(const c10::Argument& argument) {
   }
 }
 
+bool takesGenerator(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& argument : schema.arguments()) {
+    if (argumentKind(argument) == ArgumentKind::Generator) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool returnsOnlyTensors(const c10::FunctionSchema& schema) {
   for (const c10::Argument& ret : schema.returns()) {
     const c10::TypePtr& type = ret.real_type();

@@ -18,6 +18,9 @@ ArgumentKind argumentKind(const c10::Argument& argument);
 // ones that have no Meta kernel at all.
 bool outputsShapedByTheData(const c10::OperatorName& name);
 
+// True when the op takes a Generator (is a random op).
+bool takesGenerator(const c10::FunctionSchema& schema);
+
 // True when every return is a Tensor or a list of Tensors.
 bool returnsOnlyTensors(const c10::FunctionSchema& schema);
 
