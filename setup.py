@@ -53,13 +53,15 @@ setup(
     version="0.1.0",
     description="mydev: a simulated accelerator for PyTorch 2.13 (PrivateUse1)",
     packages=find_packages(include=["device_ext*", "inductor_backend*"]),
+    # Compiled kernels include the launch contract at run time.
+    package_data={"device_ext": ["include/*.h"]},
     python_requires=">=3.10",
     install_requires=[f"torch>={TORCH_SERIES},<2.14"],
     ext_modules=[
         CppExtension(
             name="device_ext._C",
             sources=sources(),
-            include_dirs=[str(ROOT / "csrc")],
+            include_dirs=[str(ROOT / "csrc"), str(ROOT / "device_ext" / "include")],
             extra_compile_args={"cxx": cxx_flags},
             extra_link_args=["-lrt"],
         )

@@ -30,4 +30,8 @@ from . import _autograd_exit  # noqa: E402
 
 _autograd_exit.install()
 
+from . import _compile_integration  # noqa: E402
+
+_compile_integration.install()
+
 __all__ = ["check_torch_version"]

@@ -13,6 +13,7 @@
 #include "../core/generator.h"
 #include "../core/mydev_stream.h"
 #include "../core/runtime_check.h"
+#include "compiled_kernel_abi.h"
 
 namespace py = pybind11;
 
@@ -155,6 +156,14 @@ PYBIND11_MODULE(_C, m) {
     const MydevStream stream = getCurrentStream(static_cast<c10::DeviceIndex>(device));
     return py::make_tuple(stream.id(), static_cast<int>(stream.device_index()));
   });
+  // The driver handle of the current stream, as torch.compile's wrapper
+  // passes it to kernel launches (CUDA's _cuda_getCurrentRawStream).
+  m.def("_current_raw_stream", [](int device) {
+    return reinterpret_cast<uintptr_t>(
+        getCurrentStream(static_cast<c10::DeviceIndex>(device)).raw());
+  });
+  m.attr("_compiled_kernel_abi") =
+      py::reinterpret_steal<py::object>(compiledKernelAbiCapsule());
   m.def("_set_stream", [](int64_t stream_id, int device) {
     setCurrentStream(MydevStream(c10::Stream(
         c10::Stream::UNSAFE,

@@ -12,9 +12,11 @@ import torch
 from .. import _C
 from . import _utils  # noqa: F401  (used by torch.serialization)
 from ._device import (
+    _exchange_device,
     _get_device_index,
     _is_in_bad_fork,
     _lazy_init,
+    _maybe_exchange_device,
     current_device,
     device,
     device_count,
@@ -56,6 +58,7 @@ from .streams import (
     Event,
     Stream,
     StreamContext,
+    _set_stream_by_id,
     current_stream,
     default_stream,
     set_stream,

@@ -81,6 +81,22 @@ def set_device(device: _DeviceLike) -> None:
         _C._set_device(index)
 
 
+def _exchange_device(index: int) -> int:
+    """Makes ``index`` current and returns the previous device (-1: no-op),
+    the primitive behind device guards in compiled code."""
+    if index < 0:
+        return -1
+    previous = current_device()
+    if index != previous:
+        _C._set_device(index)
+    return previous
+
+
+def _maybe_exchange_device(index: int) -> int:
+    """Like ``_exchange_device``, for restoring a device saved by it."""
+    return _exchange_device(index)
+
+
 class device:
     """Context manager that makes ``device`` current, restoring the previous
     one on exit (``torch.mydev.device(1)``)."""

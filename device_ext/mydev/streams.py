@@ -94,6 +94,12 @@ def set_stream(stream: torch.Stream) -> None:
     _C._set_stream(stream.stream_id, stream.device_index)
 
 
+def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+    """``set_stream`` from the fields of a ``torch.Stream`` (used by Dynamo)."""
+    _lazy_init()
+    _C._set_stream(stream_id, device_index)
+
+
 class StreamContext:
     """Selects a stream (and its device) for the block, restoring both after."""
 

@@ -1,0 +1,26 @@
+"""Settings of mydev's Inductor backend.
+
+Registered with Inductor as mydev's device config, so every value here is part
+of the FX graph cache key: graphs compiled with different settings (another
+kernel language, another launch ABI) never share cache entries.
+
+Change them like Inductor's own config: ``inductor_backend.config.patch(...)``
+or the environment variables named below.
+"""
+
+import os
+import sys
+
+from torch.utils._config_module import install_config_module
+
+# The language mydev kernels are generated in. "cpp": Inductor's C++ kernel
+# generator (vectorized loop nests), compiled by the device compiler.
+# MYDEV_INDUCTOR_KERNEL_LANGUAGE sets the default.
+kernel_language: str = os.environ.get("MYDEV_INDUCTOR_KERNEL_LANGUAGE", "cpp")
+
+# Version of the contract between kernel modules and device_ext._C
+# (device_ext/include/mydev_compiled_kernel.h); keyed so that a cached graph
+# never loads kernels built against another version.
+compiled_kernel_abi: int = 1
+
+install_config_module(sys.modules[__name__])

@@ -1,0 +1,152 @@
+"""Builds mydev kernel modules: the C++ Inductor generated for one fused
+kernel plus a launcher, compiled by the device compiler into a Python
+extension module.
+
+The launcher is what the wrapper calls: ``kernel(stream, *args)`` turns the
+arguments into device pointers and scalars, then submits the kernel to the
+mydev stream as a lambda capturing them by value (SYCL's queue.submit). It
+returns at once; the kernel runs on the stream's executor after the work
+queued before it, eager ops included.
+"""
+
+import os
+from typing import Any, Callable, List, Optional, Sequence
+
+from torch._inductor.codecache import CppPythonBindingsCodeCache
+
+import device_ext
+
+# Where mydev_compiled_kernel.h (the launch contract) lives.
+INCLUDE_DIR = os.path.join(os.path.dirname(device_ext.__file__), "include")
+
+_LAUNCHER = """
+// ---- mydev launcher for {kernel_name}
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <mydev_compiled_kernel.h>
+
+static const char kKernelName[] = "{kernel_name}";
+
+static void* tensor_arg(PyObject* args, int index) {{
+  void* pointer = mydev_compiled::abi->tensor_data_ptr(
+      PyTuple_GET_ITEM(args, index), kKernelName, index);
+  if (pointer == nullptr) throw std::invalid_argument(mydev_compiled::abi->last_error());
+  return pointer;
+}}
+
+static int64_t int_arg(PyObject* args, int index) {{
+  const long long value = PyLong_AsLongLong(PyTuple_GET_ITEM(args, index));
+  if (value == -1 && PyErr_Occurred()) throw std::invalid_argument("");
+  return value;
+}}
+
+static double float_arg(PyObject* args, int index) {{
+  const double value = PyFloat_AsDouble(PyTuple_GET_ITEM(args, index));
+  if (value == -1.0 && PyErr_Occurred()) throw std::invalid_argument("");
+  return value;
+}}
+
+static PyObject* launch_py(PyObject*, PyObject* args) {{
+  try {{
+    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != {arg_count} + 1) {{
+      PyErr_SetString(PyExc_TypeError,
+                      "{kernel_name}(stream, ...) takes {arg_count} kernel arguments");
+      return nullptr;
+    }}
+    void* stream = PyLong_AsVoidPtr(PyTuple_GET_ITEM(args, 0));
+    if (stream == nullptr) {{
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "{kernel_name}: null stream");
+      return nullptr;
+    }}
+{parse_arguments}
+    mydev_compiled::launch(stream, kKernelName, [=] {{ kernel({call_arguments}); }});
+    Py_RETURN_NONE;
+  }} catch (const std::exception& error) {{
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, error.what());
+    return nullptr;
+  }}
+}}
+
+static PyMethodDef launcher_methods[] = {{
+    {{"launch", launch_py, METH_VARARGS, "launch {kernel_name} on a mydev stream"}},
+    {{nullptr, nullptr, 0, nullptr}}}};
+
+static PyModuleDef launcher_module = {{
+    PyModuleDef_HEAD_INIT, "launch", nullptr, -1, launcher_methods}};
+
+PyMODINIT_FUNC PyInit_launch() {{
+  if (!mydev_compiled::load_abi()) return nullptr;
+  return PyModule_Create(&launcher_module);
+}}
+"""
+
+
+def _parse_argument(index: int, cpp_type: str) -> str:
+    """One launcher line: argument ``index`` (after the stream) as ``cpp_type``."""
+    position = index + 1
+    if cpp_type.endswith("*"):
+        reader = f"static_cast<{cpp_type}>(tensor_arg(args, {position}))"
+    elif cpp_type in ("float", "double"):
+        reader = f"static_cast<{cpp_type}>(float_arg(args, {position}))"
+    else:
+        reader = f"static_cast<{cpp_type}>(int_arg(args, {position}))"
+    return f"    const auto arg{index} = {reader};"
+
+
+def launcher_source(kernel_name: str, arg_types: Sequence[str]) -> str:
+    return _LAUNCHER.format(
+        kernel_name=kernel_name,
+        arg_count=len(arg_types),
+        parse_arguments="\n".join(
+            _parse_argument(i, t) for i, t in enumerate(arg_types)
+        ),
+        call_arguments=", ".join(f"arg{i}" for i in range(len(arg_types))),
+    )
+
+
+class MydevKernelCodeCache(CppPythonBindingsCodeCache):
+    """Inductor's C++ build and on-disk cache, for kernel modules whose entry
+    point is the mydev launcher."""
+
+    cache: dict = {}
+    entry_function = "launch"
+
+    @staticmethod
+    def cache_clear() -> None:
+        MydevKernelCodeCache.cache.clear()
+
+    @classmethod
+    def load_kernel_async(
+        cls,
+        kernel_name: str,
+        arg_types: Sequence[str],
+        source: str,
+        submit_fn: Optional[Callable[..., Any]] = None,
+    ) -> Callable[[], Any]:
+        # The device compiler is the host's C++ compiler in the simulator, so
+        # the kernels are built with the CPU's flags and vector ISA.
+        get_module = cls.load_async(
+            source + launcher_source(kernel_name, arg_types),
+            "cpu",
+            submit_fn=submit_fn,
+            extra_flags=(f"-I{INCLUDE_DIR}",),
+        )
+        return lambda: get_module().launch
+
+
+def load_mydev_kernel(
+    async_compile: Any, kernel_name: str, arg_types: List[str], source: str
+) -> Any:
+    """What the generated wrapper calls to define a kernel: compiles in
+    Inductor's compile workers when it has them, and hands back a future that
+    ``async_compile.wait`` resolves, or the launcher itself."""
+    from torch._inductor.async_compile import get_compile_threads
+    from torch._inductor.codecache import LambdaFuture
+
+    if get_compile_threads() <= 1:
+        return MydevKernelCodeCache.load_kernel_async(kernel_name, arg_types, source)()
+    return LambdaFuture(
+        MydevKernelCodeCache.load_kernel_async(
+            kernel_name, arg_types, source, submit_fn=async_compile.submit
+        )
+    )

@@ -1,0 +1,89 @@
+"""Where torch 2.13's Inductor assumes that only "cpu" runs C++ kernels or
+that only GPU_TYPES have device guards. Every adjustment for mydev is here,
+applied once at registration; tests/test_compile_workarounds.py shows what
+goes wrong without each.
+"""
+
+import importlib
+from typing import Callable, Optional
+
+from torch._inductor import scheduler
+
+from . import config
+
+DEVICE = "mydev"
+
+# Modules that hold their own reference to torch._inductor.utils.
+# get_current_backend (imported by name).
+_GET_CURRENT_BACKEND_USERS = (
+    "torch._inductor.utils",
+    "torch._inductor.codegen.common",
+    "torch._inductor.scheduler",
+    "torch._inductor.kernel.mm_common",
+)
+
+
+def _treat_mydev_as_cpp_codegen(
+    is_cpu: Callable[[scheduler.BaseSchedulerNode], bool],
+) -> Callable[[scheduler.BaseSchedulerNode], bool]:
+    # The scheduler asks node.is_cpu() in exactly three places, all meaning
+    # "this node's kernel comes from the C++ code generator, which does not
+    # support loop reordering, reindexing for reductions or index inversion
+    # after fusion". mydev's kernels come from that generator too; without
+    # this a pointwise fused into a reduction is reindexed for a SIMD kernel
+    # and the C++ kernel generator fails on it.
+    def is_cpu_or_mydev(node: scheduler.BaseSchedulerNode) -> bool:
+        device = node.get_device()
+        return is_cpu(node) or (device is not None and device.type == DEVICE)
+
+    is_cpu_or_mydev.__wrapped__ = is_cpu  # type: ignore[attr-defined]
+    return is_cpu_or_mydev
+
+
+def _guard_mydev_devices(
+    device_need_guard: Callable[[str], bool],
+) -> Callable[[str], bool]:
+    # Device guards in generated code are emitted only for GPU_TYPES, and
+    # adding mydev there would make Inductor require Triton for it. Without a
+    # guard, code compiled for mydev:1 would allocate and launch relative to
+    # whatever device the caller had current.
+    def need_guard(device: str) -> bool:
+        return device == DEVICE or device_need_guard(device)
+
+    need_guard.__wrapped__ = device_need_guard  # type: ignore[attr-defined]
+    return need_guard
+
+
+def _report_mydev_kernel_language(
+    get_current_backend: Callable[[Optional[str]], str],
+) -> Callable[[Optional[str]], str]:
+    # Inductor asks which kernel language the current device uses in order to
+    # pick dtype and shape propagation, masked-load handling and asserts, and
+    # answers config.cuda_backend ("triton") for any device it does not know.
+    # For mydev the answer is its own kernel language; with "triton" there,
+    # C++ kernels lose the dtypes of index expressions and fail to generate.
+    def current_backend(device_type: Optional[str] = None) -> str:
+        if device_type is None:
+            from torch._inductor.virtualized import V
+
+            device_type = V.graph.get_current_device_or_throw().type
+        if device_type == DEVICE:
+            return config.kernel_language
+        return get_current_backend(device_type)
+
+    current_backend.__wrapped__ = get_current_backend  # type: ignore[attr-defined]
+    return current_backend
+
+
+def install() -> None:
+    if not hasattr(scheduler.BaseSchedulerNode.is_cpu, "__wrapped__"):
+        scheduler.BaseSchedulerNode.is_cpu = _treat_mydev_as_cpp_codegen(
+            scheduler.BaseSchedulerNode.is_cpu
+        )
+    if not hasattr(scheduler.device_need_guard, "__wrapped__"):
+        scheduler.device_need_guard = _guard_mydev_devices(scheduler.device_need_guard)
+    utils = importlib.import_module(_GET_CURRENT_BACKEND_USERS[0])
+    if not hasattr(utils.get_current_backend, "__wrapped__"):
+        replacement = _report_mydev_kernel_language(utils.get_current_backend)
+        for name in _GET_CURRENT_BACKEND_USERS:
+            setattr(importlib.import_module(name), "get_current_backend", replacement)
