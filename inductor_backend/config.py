@@ -13,6 +13,8 @@ import sys
 
 from torch.utils._config_module import install_config_module
 
+from device_ext import _C
+
 # The language mydev kernels are generated in. "cpp": Inductor's C++ kernel
 # generator (vectorized loop nests), compiled by the device compiler.
 # MYDEV_INDUCTOR_KERNEL_LANGUAGE sets the default.
@@ -22,5 +24,16 @@ kernel_language: str = os.environ.get("MYDEV_INDUCTOR_KERNEL_LANGUAGE", "cpp")
 # (device_ext/include/mydev_compiled_kernel.h); keyed so that a cached graph
 # never loads kernels built against another version.
 compiled_kernel_abi: int = 1
+
+
+def _extension_build_id() -> str:
+    stat = os.stat(_C.__file__)
+    return f"{stat.st_size}-{stat.st_mtime_ns}"
+
+
+# Which build of device_ext._C compiled the graph. Its kernels decide how
+# graphs are traced (e.g. which attention op scaled_dot_product_attention
+# becomes), so a graph cached with another build is not reused.
+extension_build: str = _extension_build_id()
 
 install_config_module(sys.modules[__name__])
