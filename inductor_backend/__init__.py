@@ -17,6 +17,7 @@ def register() -> None:
     with _lock:
         if _registered:
             return
+        from torch._inductor.codegen import cpp_utils
         from torch._inductor.codegen.common import (
             register_backend_for_device,
             register_device_op_overrides,
@@ -41,6 +42,8 @@ def register() -> None:
             device_custom_config=config,
         )
         register_device_op_overrides(DEVICE, MydevDeviceOpOverrides())
+        # How the C++ wrapper names the device type (the PrivateUse1 key).
+        cpp_utils.DEVICE_TO_ATEN[DEVICE] = "at::kPrivateUse1"
         register_benchmarker()
         torch_workarounds.install()
         _registered = True

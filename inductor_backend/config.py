@@ -8,6 +8,8 @@ Change them like Inductor's own config: ``inductor_backend.config.patch(...)``
 or the environment variables named below.
 """
 
+import glob
+import hashlib
 import os
 import sys
 
@@ -26,14 +28,23 @@ kernel_language: str = os.environ.get("MYDEV_INDUCTOR_KERNEL_LANGUAGE", "cpp")
 compiled_kernel_abi: int = 1
 
 
-def _extension_build_id() -> str:
+def _build_fingerprint() -> str:
+    """device_ext._C (its kernels decide how graphs are traced, e.g. which
+    attention op scaled_dot_product_attention becomes), the code generators
+    in this package and the headers generated code includes."""
+    digest = hashlib.sha256()
     stat = os.stat(_C.__file__)
-    return f"{stat.st_size}-{stat.st_mtime_ns}"
+    digest.update(f"{stat.st_size}-{stat.st_mtime_ns}".encode())
+    include_dir = os.path.join(os.path.dirname(_C.__file__), "include")
+    sources = glob.glob(os.path.join(os.path.dirname(__file__), "*.py"))
+    sources += glob.glob(os.path.join(include_dir, "*.h"))
+    for path in sorted(sources):
+        with open(path, "rb") as source:
+            digest.update(source.read())
+    return digest.hexdigest()[:16]
 
 
-# Which build of device_ext._C compiled the graph. Its kernels decide how
-# graphs are traced (e.g. which attention op scaled_dot_product_attention
-# becomes), so a graph cached with another build is not reused.
-extension_build: str = _extension_build_id()
+# Graphs cached by another build of torch-mydev are not reused.
+build_fingerprint: str = _build_fingerprint()
 
 install_config_module(sys.modules[__name__])

@@ -1,9 +1,89 @@
-"""cpp_wrapper=True for mydev (filled in below)."""
+"""The C++ wrapper (``torch._inductor.config.cpp_wrapper = True``) for mydev.
 
+Inductor's CPU C++ wrapper already allocates through the dispatcher (so on
+the mydev allocator) and embeds the C++ kernels in the wrapper module. What
+mydev changes: kernels are launched on the current stream of their device
+as lambdas capturing their arguments, extern kernels run through mydev's C
+shims (device_ext/include/mydev_cpp_wrapper.h), and ATen fallbacks go
+through the dispatcher rather than the CPU's C shims, which would run CPU
+kernels directly on device memory.
+"""
+
+import os
+
+import torch
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+from torch._inductor.virtualized import V
+
+from .device_interface import DEVICE
+from .kernel_modules import INCLUDE_DIR
+
+
+# ATen fallbacks with a mydev C shim in mydev_cpp_wrapper.h; the others are
+# dispatched at run time.
+_OPS_WITH_MYDEV_SHIMS = {
+    "aten._scaled_dot_product_fused_attention_overrideable.default",
+    "aten._scaled_dot_product_fused_attention_overrideable_backward.default",
+}
 
 
 class MydevCppWrapperCodegen(CppWrapperCpu):
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
         return MydevCppWrapperCodegen()
+
+    @staticmethod
+    def get_device_include_path_jit(device: str) -> str:
+        if device == DEVICE:
+            header = os.path.join(INCLUDE_DIR, "mydev_cpp_wrapper.h")
+            return f'#include "{header}"'
+        return CppWrapperCpu.get_device_include_path_jit(device)
+
+    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, arg_types=None, **kwargs):
+        device = device or V.graph.get_current_device_or_throw()
+        if triton or device.type != DEVICE:
+            return super()._generate_kernel_call_helper(
+                kernel_name, call_args, device=device, triton=triton, arg_types=arg_types, **kwargs
+            )
+        # Pointers and scalars are evaluated here, on the host, and captured
+        # by value: the lambda runs later, on the stream's executor.
+        self.writeline("{")
+        captured = []
+        for index, (arg, arg_type) in enumerate(zip(call_args, arg_types)):
+            name = f"kernel_arg{index}"
+            value = f"({arg_type})({arg}.data_ptr())" if "*" in str(arg_type) else str(arg)
+            self.writeline(f"    auto {name} = {value};")
+            captured.append(name)
+        self.writeline(
+            f"    mydev_compiled::launch(mydev_compiled::current_stream({device.index}), "
+            f'"{kernel_name}", [=] {{ {kernel_name}({", ".join(captured)}); }});'
+        )
+        self.writeline("}")
+        return None
+
+    @staticmethod
+    def _compatible_with_stableivalue(op) -> bool:
+        # The StableIValue bridge fails on ops that also return integers or
+        # undefined tensors (the attention ops); the boxed dispatcher call
+        # Inductor falls back to handles them.
+        return CppWrapperCpu._compatible_with_stableivalue(op) and all(
+            isinstance(result.type, torch.TensorType) for result in op._schema.returns
+        )
+
+    def generate_fallback_kernel(self, node) -> None:
+        device = node.get_device()
+        if device is None or device.type != DEVICE or str(node.op_overload) in _OPS_WITH_MYDEV_SHIMS:
+            return super().generate_fallback_kernel(node)
+        # The CPU's C shims call CPU kernels directly; on mydev every ATen
+        # fallback is dispatched instead, reaching mydev's kernels. Integer
+        # results Inductor already knows statically (e.g. attention's max_q)
+        # are not read back.
+        outputs = node.outputs if node.outputs else node.mutation_outputs
+        self.generate_fallback_kernel_with_runtime_lookup(
+            node.get_name(),
+            node.python_kernel_name,
+            lambda: [*node.codegen_args(), *node.codegen_kwargs()],
+            node.op_overload,
+            node.export_extern_kernel_node(),
+            [None if isinstance(output, int) else output for output in outputs],
+        )

@@ -21,16 +21,14 @@ INCLUDE_DIR = os.path.join(os.path.dirname(device_ext.__file__), "include")
 
 _LAUNCHER = """
 // ---- mydev launcher for {kernel_name}
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
 #include <mydev_compiled_kernel.h>
 
 static const char kKernelName[] = "{kernel_name}";
 
 static void* tensor_arg(PyObject* args, int index) {{
-  void* pointer = mydev_compiled::abi->tensor_data_ptr(
+  void* pointer = mydev_compiled::abi().tensor_data_ptr(
       PyTuple_GET_ITEM(args, index), kKernelName, index);
-  if (pointer == nullptr) throw std::invalid_argument(mydev_compiled::abi->last_error());
+  if (pointer == nullptr) throw std::invalid_argument(mydev_compiled::abi().last_error());
   return pointer;
 }}
 
@@ -75,7 +73,7 @@ static PyModuleDef launcher_module = {{
     PyModuleDef_HEAD_INIT, "launch", nullptr, -1, launcher_methods}};
 
 PyMODINIT_FUNC PyInit_launch() {{
-  if (!mydev_compiled::load_abi()) return nullptr;
+  if (mydev_compiled::import_abi() == nullptr) return nullptr;
   return PyModule_Create(&launcher_module);
 }}
 """

@@ -1,14 +1,18 @@
-// The contract between device_ext._C and the kernel modules torch.compile
-// builds for mydev (inductor_backend). A kernel module includes this header,
-// takes the function table below from the capsule that device_ext._C
-// exports, and launches its kernels through it on a mydev stream.
+// The contract between device_ext._C and the code torch.compile builds for
+// mydev (inductor_backend): kernel modules and C++ wrappers include this
+// header, take the function table below from the capsule device_ext._C
+// exports, and launch kernels through it on mydev streams.
 //
-// The table is versioned so that a kernel module cached on disk by an older
-// build fails to load with a clear message instead of calling into a layout
-// it does not know. On real hardware the table stays; what changes is that
-// `launch` submits device code instead of a host function.
+// The table is versioned so that code cached on disk by an older build fails
+// with a clear message instead of calling into a layout it does not know. On
+// real hardware the table stays; `launch` then submits device code instead
+// of a host function.
 #pragma once
 
+#ifndef PY_SSIZE_T_CLEAN
+#define PY_SSIZE_T_CLEAN
+#endif
+#include <Python.h>
 #include <stdint.h>
 
 #define MYDEV_COMPILED_KERNEL_ABI_VERSION 1
@@ -18,8 +22,9 @@
 extern "C" {
 #endif
 
-typedef struct _object PyObject;
 typedef void (*MydevKernelBody)(void* payload);
+// An AtenTensorHandle (torch/csrc/inductor/aoti_torch/c/shim.h).
+typedef struct AtenTensorOpaque* MydevTensorHandle;
 
 typedef struct MydevCompiledKernelAbi {
   int version;
@@ -39,8 +44,41 @@ typedef struct MydevCompiledKernelAbi {
   // last_error(). `name` must outlive the kernel: errors quote it.
   int (*launch)(void* stream, const char* name, MydevKernelBody run,
                 MydevKernelBody discard, void* payload);
-  // The message of this thread's last failed call above.
+  // The message of this thread's last failed call in this table.
   const char* (*last_error)(void);
+  // Extern kernels the C++ wrapper calls by name (Inductor's C shims for
+  // mydev): ATen ops dispatched to mydev, stream-ordered like every op.
+  // Return 0, or nonzero with the reason in last_error().
+  int (*mm_out)(MydevTensorHandle out, MydevTensorHandle self, MydevTensorHandle mat2);
+  int (*addmm_out)(MydevTensorHandle out, MydevTensorHandle self, MydevTensorHandle mat1,
+                   MydevTensorHandle mat2, double beta, double alpha);
+  int (*bmm_out)(MydevTensorHandle out, MydevTensorHandle self, MydevTensorHandle mat2);
+  int (*baddbmm_out)(MydevTensorHandle out, MydevTensorHandle self, MydevTensorHandle batch1,
+                     MydevTensorHandle batch2, double beta, double alpha);
+  int (*int_mm_out)(MydevTensorHandle out, MydevTensorHandle self, MydevTensorHandle mat2);
+  int (*convolution)(MydevTensorHandle input, MydevTensorHandle weight, MydevTensorHandle* bias,
+                     const int64_t* stride, int64_t stride_len, const int64_t* padding,
+                     int64_t padding_len, const int64_t* dilation, int64_t dilation_len,
+                     int32_t transposed, const int64_t* output_padding,
+                     int64_t output_padding_len, int64_t groups, MydevTensorHandle* result);
+  // Fused attention (csrc/aten/attention.cpp). Undefined results come back
+  // as NULL handles.
+  int (*attention)(MydevTensorHandle query, MydevTensorHandle key, MydevTensorHandle value,
+                   MydevTensorHandle* attn_bias, double dropout_p, int32_t is_causal,
+                   int32_t return_debug_mask, double* scale, MydevTensorHandle* output,
+                   MydevTensorHandle* logsumexp, MydevTensorHandle* cum_seq_q,
+                   MydevTensorHandle* cum_seq_k, int64_t* max_q, int64_t* max_k,
+                   MydevTensorHandle* philox_seed, MydevTensorHandle* philox_offset,
+                   MydevTensorHandle* debug_attn_mask);
+  int (*attention_backward)(
+      MydevTensorHandle grad_out, MydevTensorHandle query, MydevTensorHandle key,
+      MydevTensorHandle value, MydevTensorHandle attn_bias, const int32_t* grad_input_mask,
+      int64_t grad_input_mask_len, MydevTensorHandle out, MydevTensorHandle logsumexp,
+      MydevTensorHandle cum_seq_q, MydevTensorHandle cum_seq_k, int64_t max_q, int64_t max_k,
+      double dropout_p, int32_t is_causal, MydevTensorHandle philox_seed,
+      MydevTensorHandle philox_offset, double* scale, MydevTensorHandle* grad_query,
+      MydevTensorHandle* grad_key, MydevTensorHandle* grad_value,
+      MydevTensorHandle* grad_attn_bias);
 } MydevCompiledKernelAbi;
 
 #ifdef __cplusplus
@@ -48,13 +86,60 @@ typedef struct MydevCompiledKernelAbi {
 
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
 
 namespace mydev_compiled {
 
-// Set once per kernel module by load_abi() while the module is imported.
-inline const MydevCompiledKernelAbi* abi = nullptr;
+// The table, or NULL with a Python error set (ImportError for a table of
+// another version). Call with the GIL held.
+inline const MydevCompiledKernelAbi* import_abi() {
+  const auto* table = static_cast<const MydevCompiledKernelAbi*>(
+      PyCapsule_Import(MYDEV_COMPILED_KERNEL_ABI_CAPSULE, 0));
+  if (table != nullptr && table->version != MYDEV_COMPILED_KERNEL_ABI_VERSION) {
+    PyErr_Format(PyExc_ImportError,
+                 "mydev compiled code built for kernel ABI %d, but device_ext._C "
+                 "provides %d; clear the Inductor cache (TORCHINDUCTOR_CACHE_DIR) "
+                 "and compile again",
+                 MYDEV_COMPILED_KERNEL_ABI_VERSION, table->version);
+    return nullptr;
+  }
+  return table;
+}
+
+// The table, imported on first use (from any thread).
+inline const MydevCompiledKernelAbi& abi() {
+  static const MydevCompiledKernelAbi* const table = [] {
+    const PyGILState_STATE gil = PyGILState_Ensure();
+    const MydevCompiledKernelAbi* imported = import_abi();
+    std::string failure;
+    if (imported == nullptr) {
+      PyObject *type, *value, *traceback;
+      PyErr_Fetch(&type, &value, &traceback);
+      PyObject* text = value != nullptr ? PyObject_Str(value) : nullptr;
+      const char* utf8 = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
+      failure = utf8 != nullptr ? utf8 : "cannot import " MYDEV_COMPILED_KERNEL_ABI_CAPSULE;
+      Py_XDECREF(text);
+      Py_XDECREF(type);
+      Py_XDECREF(value);
+      Py_XDECREF(traceback);
+      PyErr_Clear();
+    }
+    PyGILState_Release(gil);
+    if (imported == nullptr) {
+      throw std::runtime_error(failure);
+    }
+    return imported;
+  }();
+  return *table;
+}
+
+inline void check(int status) {
+  if (status != 0) {
+    throw std::runtime_error(abi().last_error());
+  }
+}
 
 // SYCL-style submission: `body` (a lambda capturing its arguments by value)
 // runs on the stream's executor once the work queued before it is done.
@@ -69,9 +154,16 @@ void launch(void* stream, const char* name, Body&& body) {
   const MydevKernelBody discard = [](void* payload) {
     delete static_cast<Stored*>(payload);
   };
-  if (abi->launch(stream, name, run, discard, owned.release()) != 0) {
-    throw std::runtime_error(abi->last_error());
+  check(abi().launch(stream, name, run, discard, owned.release()));
+}
+
+// The current stream of `device` on this thread.
+inline void* current_stream(int device) {
+  void* stream = abi().current_stream(device);
+  if (stream == nullptr) {
+    throw std::runtime_error(abi().last_error());
   }
+  return stream;
 }
 
 // Makes a device current for a scope (the C++ wrapper's device guard).
@@ -80,55 +172,19 @@ class DeviceGuard {
   explicit DeviceGuard(int device) : previous_(exchange(device)) {}
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
-  ~DeviceGuard() { abi->exchange_device(previous_); }
+  ~DeviceGuard() { abi().exchange_device(previous_); }
   void set_index(int device) { exchange(device); }
 
  private:
   static int exchange(int device) {
-    const int previous = abi->exchange_device(device);
+    const int previous = abi().exchange_device(device);
     if (previous < 0) {
-      throw std::runtime_error(abi->last_error());
+      throw std::runtime_error(abi().last_error());
     }
     return previous;
   }
   int previous_;
 };
 
-// The current stream of `device` on this thread.
-inline void* current_stream(int device) {
-  void* stream = abi->current_stream(device);
-  if (stream == nullptr) {
-    throw std::runtime_error(abi->last_error());
-  }
-  return stream;
-}
-
 }  // namespace mydev_compiled
-
-// Kernel modules are Python extension modules; this part needs Python.h.
-#ifdef PY_VERSION_HEX
-namespace mydev_compiled {
-
-// Call from the module's PyInit (GIL held). Returns false with a Python
-// error set if device_ext._C is missing or of another ABI version.
-inline bool load_abi() {
-  const auto* table = static_cast<const MydevCompiledKernelAbi*>(
-      PyCapsule_Import(MYDEV_COMPILED_KERNEL_ABI_CAPSULE, 0));
-  if (table == nullptr) {
-    return false;
-  }
-  if (table->version != MYDEV_COMPILED_KERNEL_ABI_VERSION) {
-    PyErr_Format(PyExc_ImportError,
-                 "mydev compiled kernel built for kernel ABI %d, but "
-                 "device_ext._C provides %d; clear the Inductor cache "
-                 "(TORCHINDUCTOR_CACHE_DIR) and compile again",
-                 MYDEV_COMPILED_KERNEL_ABI_VERSION, table->version);
-    return false;
-  }
-  abi = table;
-  return true;
-}
-
-}  // namespace mydev_compiled
-#endif  // PY_VERSION_HEX
 #endif  // __cplusplus
