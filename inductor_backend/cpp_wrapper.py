@@ -27,6 +27,14 @@ _OPS_WITH_MYDEV_SHIMS = {
 }
 
 
+def _is_host_input(name: str) -> bool:
+    graph_input = V.graph.graph_inputs.get(str(name))
+    if graph_input is None:
+        return False
+    device = graph_input.get_device()
+    return device is not None and device.type == "cpu"
+
+
 class MydevCppWrapperCodegen(CppWrapperCpu):
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
@@ -46,14 +54,26 @@ class MydevCppWrapperCodegen(CppWrapperCpu):
                 kernel_name, call_args, device=device, triton=triton, arg_types=arg_types, **kwargs
             )
         # Pointers and scalars are evaluated here, on the host, and captured
-        # by value: the lambda runs later, on the stream's executor.
+        # by value: the lambda runs later, on the stream's executor. A CPU
+        # scalar input (a Python number Inductor passes as a 0-dim tensor)
+        # is captured by value too, as the tensor may be freed before then.
         self.writeline("{")
         captured = []
         for index, (arg, arg_type) in enumerate(zip(call_args, arg_types)):
             name = f"kernel_arg{index}"
-            value = f"({arg_type})({arg}.data_ptr())" if "*" in str(arg_type) else str(arg)
+            if "*" not in str(arg_type):
+                self.writeline(f"    auto {name} = {arg};")
+                captured.append(name)
+                continue
+            if _is_host_input(arg):
+                value = (
+                    f"mydev_compiled::host_scalar_argument({arg}.data_ptr(), "
+                    f"sizeof(std::remove_pointer_t<{arg_type}>))"
+                )
+            else:
+                value = f"mydev_compiled::device_argument({arg}.data_ptr())"
             self.writeline(f"    auto {name} = {value};")
-            captured.append(name)
+            captured.append(f"({arg_type})({name}.get())")
         self.writeline(
             f"    mydev_compiled::launch(mydev_compiled::current_stream({device.index}), "
             f'"{kernel_name}", [=] {{ {kernel_name}({", ".join(captured)}); }});'

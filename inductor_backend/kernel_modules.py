@@ -25,22 +25,32 @@ _LAUNCHER = """
 
 static const char kKernelName[] = "{kernel_name}";
 
-static void* tensor_arg(PyObject* args, int index) {{
-  void* pointer = mydev_compiled::abi().tensor_data_ptr(
-      PyTuple_GET_ITEM(args, index), kKernelName, index);
-  if (pointer == nullptr) throw std::invalid_argument(mydev_compiled::abi().last_error());
-  return pointer;
+static mydev_compiled::TensorArgument tensor_arg(PyObject* args, int index) {{
+  mydev_compiled::TensorArgument argument;
+  const int where = mydev_compiled::abi().tensor_argument(
+      PyTuple_GET_ITEM(args, index), kKernelName, index, &argument.device,
+      argument.host_value, sizeof(argument.host_value));
+  if (where < 0) throw std::invalid_argument(mydev_compiled::abi().last_error());
+  argument.on_host = where == 1;
+  return argument;
+}}
+
+// Replaces the pending Python error with one naming the kernel and argument.
+[[noreturn]] static void bad_scalar(int index, const char* expected) {{
+  PyErr_Clear();
+  PyErr_Format(PyExc_TypeError, "%s: argument %d must be %s", kKernelName, index, expected);
+  throw std::invalid_argument("");
 }}
 
 static int64_t int_arg(PyObject* args, int index) {{
   const long long value = PyLong_AsLongLong(PyTuple_GET_ITEM(args, index));
-  if (value == -1 && PyErr_Occurred()) throw std::invalid_argument("");
+  if (value == -1 && PyErr_Occurred()) bad_scalar(index, "an int");
   return value;
 }}
 
 static double float_arg(PyObject* args, int index) {{
   const double value = PyFloat_AsDouble(PyTuple_GET_ITEM(args, index));
-  if (value == -1.0 && PyErr_Occurred()) throw std::invalid_argument("");
+  if (value == -1.0 && PyErr_Occurred()) bad_scalar(index, "a float");
   return value;
 }}
 
@@ -83,7 +93,7 @@ def _parse_argument(index: int, cpp_type: str) -> str:
     """One launcher line: argument ``index`` (after the stream) as ``cpp_type``."""
     position = index + 1
     if cpp_type.endswith("*"):
-        reader = f"static_cast<{cpp_type}>(tensor_arg(args, {position}))"
+        reader = f"tensor_arg(args, {position})"
     elif cpp_type in ("float", "double"):
         reader = f"static_cast<{cpp_type}>(float_arg(args, {position}))"
     else:
@@ -98,7 +108,10 @@ def launcher_source(kernel_name: str, arg_types: Sequence[str]) -> str:
         parse_arguments="\n".join(
             _parse_argument(i, t) for i, t in enumerate(arg_types)
         ),
-        call_arguments=", ".join(f"arg{i}" for i in range(len(arg_types))),
+        call_arguments=", ".join(
+            f"static_cast<{t}>(arg{i}.get())" if t.endswith("*") else f"arg{i}"
+            for i, t in enumerate(arg_types)
+        ),
     )
 
 

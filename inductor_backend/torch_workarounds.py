@@ -1,12 +1,14 @@
-"""Where torch 2.13's Inductor assumes that only "cpu" runs C++ kernels or
-that only GPU_TYPES have device guards. Every adjustment for mydev is here,
+"""Where torch 2.13's Inductor assumes that only "cpu" runs C++ kernels, that
+only GPU_TYPES have device guards, or that a PrivateUse1 convolution keeps
+the contiguous layout. Every adjustment for mydev is here,
 applied once at registration; tests/test_compile_workarounds.py shows what
 goes wrong without each.
 """
 
 import importlib
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
+import torch
 from torch._inductor import scheduler
 
 from . import config
@@ -75,6 +77,36 @@ def _report_mydev_kernel_language(
     return current_backend
 
 
+def _select_conv_backend_like_the_cpu(select_conv_backend: Callable[..., Any]) -> Callable[..., Any]:
+    # FakeTensor's convolution (what torch.compile traces with) takes the
+    # output's memory format from torch._C._select_conv_backend, which answers
+    # "Overrideable" for any PrivateUse1 tensor, and from there "contiguous".
+    # mydev runs the CPU's convolution, which produces channels-last output
+    # for channels-last input or weight (csrc/aten/cpu_output_contract.cpp
+    # says so in eager). Without this, compiled graphs with convolutions
+    # expect the other layout than the device produces (Inductor asserts).
+    # The CPU's choice only depends on sizes, strides and dtypes, so CPU
+    # stand-ins of the same layout answer for mydev tensors.
+    def select(input: torch.Tensor, weight: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if input.device.type != DEVICE:
+            return select_conv_backend(input, weight, *args, **kwargs)
+        bias = kwargs.get("bias")
+        if isinstance(bias, torch.Tensor):
+            kwargs = {**kwargs, "bias": _cpu_stand_in(bias)}
+        return select_conv_backend(_cpu_stand_in(input), _cpu_stand_in(weight), *args, **kwargs)
+
+    select.__wrapped__ = select_conv_backend  # type: ignore[attr-defined]
+    return select
+
+
+def _cpu_stand_in(tensor: torch.Tensor) -> torch.Tensor:
+    with torch._subclasses.fake_tensor.unset_fake_temporarily():
+        return torch.empty_strided(
+            tuple(int(s) for s in tensor.shape), tuple(int(s) for s in tensor.stride()),
+            dtype=tensor.dtype, device="cpu",
+        )
+
+
 def install() -> None:
     if not hasattr(scheduler.BaseSchedulerNode.is_cpu, "__wrapped__"):
         scheduler.BaseSchedulerNode.is_cpu = _treat_mydev_as_cpp_codegen(
@@ -82,6 +114,10 @@ def install() -> None:
         )
     if not hasattr(scheduler.device_need_guard, "__wrapped__"):
         scheduler.device_need_guard = _guard_mydev_devices(scheduler.device_need_guard)
+    if not hasattr(torch._C._select_conv_backend, "__wrapped__"):
+        torch._C._select_conv_backend = _select_conv_backend_like_the_cpu(
+            torch._C._select_conv_backend
+        )
     utils = importlib.import_module(_GET_CURRENT_BACKEND_USERS[0])
     if not hasattr(utils.get_current_backend, "__wrapped__"):
         replacement = _report_mydev_kernel_language(utils.get_current_backend)

@@ -14,6 +14,7 @@
 #include <torch/csrc/inductor/aoti_torch/utils.h>
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
 
@@ -32,19 +33,26 @@ void setLastError(const char* format, Args... args) {
 
 const char* lastError() { return last_error_message; }
 
-void* tensorDataPtr(PyObject* object, const char* kernel, int argument) {
+int tensorArgument(PyObject* object, const char* kernel, int argument,
+                   void** device_pointer, void* host_value, int capacity) {
   if (!THPVariable_Check(object)) {
-    setLastError("%s: argument %d is a %s, expected a mydev tensor", kernel,
-                 argument, Py_TYPE(object)->tp_name);
-    return nullptr;
+    setLastError("%s: argument %d is a %s, expected a mydev tensor", kernel, argument,
+                 Py_TYPE(object)->tp_name);
+    return -1;
   }
   const at::Tensor& tensor = THPVariable_Unpack(object);
-  if (tensor.device().type() != c10::DeviceType::PrivateUse1) {
-    setLastError("%s: argument %d is on %s, expected a mydev tensor", kernel,
-                 argument, tensor.device().str().c_str());
-    return nullptr;
+  if (tensor.device().type() == c10::DeviceType::PrivateUse1) {
+    *device_pointer = tensor.data_ptr();
+    return 0;
   }
-  return tensor.data_ptr();
+  if (tensor.device().is_cpu() && tensor.numel() == 1 &&
+      tensor.element_size() <= static_cast<size_t>(capacity)) {
+    std::memcpy(host_value, tensor.data_ptr(), tensor.element_size());
+    return 1;
+  }
+  setLastError("%s: argument %d is on %s, expected a mydev tensor (or a one-element CPU "
+               "tensor)", kernel, argument, tensor.device().str().c_str());
+  return -1;
 }
 
 void* currentStream(int device) {
@@ -242,7 +250,7 @@ int attentionBackward(MydevTensorHandle grad_out, MydevTensorHandle query,
 
 const MydevCompiledKernelAbi kAbi{
     MYDEV_COMPILED_KERNEL_ABI_VERSION,
-    &tensorDataPtr,
+    &tensorArgument,
     &currentStream,
     &exchangeDevice,
     &launch,

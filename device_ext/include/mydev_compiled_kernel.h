@@ -28,10 +28,14 @@ typedef struct AtenTensorOpaque* MydevTensorHandle;
 
 typedef struct MydevCompiledKernelAbi {
   int version;
-  // The device address of a mydev tensor's data; NULL, with a message in
-  // last_error(), when `tensor` is not a tensor on mydev. `kernel` and
-  // `argument` only name the culprit in that message.
-  void* (*tensor_data_ptr)(PyObject* tensor, const char* kernel, int argument);
+  // Where a kernel argument's data is. A mydev tensor: its device address in
+  // *device_pointer, returns 0. A one-element CPU tensor (a Python scalar
+  // Inductor passes as a 0-dim tensor): its value copied into host_value
+  // (capacity bytes), returns 1; the kernel reads the copy, as the tensor
+  // may be freed before the kernel runs. Anything else: -1, with a message
+  // naming `kernel` and `argument` in last_error().
+  int (*tensor_argument)(PyObject* tensor, const char* kernel, int argument,
+                         void** device_pointer, void* host_value, int capacity);
   // The calling thread's current stream on `device` (-1: current device);
   // NULL, with a message in last_error(), for a device that does not exist.
   void* (*current_stream)(int device);
@@ -84,6 +88,7 @@ typedef struct MydevCompiledKernelAbi {
 #ifdef __cplusplus
 }  // extern "C"
 
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -155,6 +160,35 @@ void launch(void* stream, const char* name, Body&& body) {
     delete static_cast<Stored*>(payload);
   };
   check(abi().launch(stream, name, run, discard, owned.release()));
+}
+
+// A pointer argument of a kernel as captured by its launch: a device address,
+// or the copy of a host scalar that lives in the launch itself.
+struct TensorArgument {
+  void* device = nullptr;
+  bool on_host = false;
+  alignas(16) unsigned char host_value[16];
+
+  void* get() const {
+    return on_host ? const_cast<unsigned char*>(host_value) : device;
+  }
+};
+
+inline TensorArgument device_argument(void* pointer) {
+  TensorArgument argument;
+  argument.device = pointer;
+  return argument;
+}
+
+// The value of a one-element CPU tensor, copied at launch.
+inline TensorArgument host_scalar_argument(const void* pointer, size_t size) {
+  if (size > sizeof(TensorArgument::host_value)) {
+    throw std::invalid_argument("host scalar kernel argument too large");
+  }
+  TensorArgument argument;
+  std::memcpy(argument.host_value, pointer, size);
+  argument.on_host = true;
+  return argument;
 }
 
 // The current stream of `device` on this thread.
