@@ -1,7 +1,12 @@
 #include "cpu_output_contract.h"
 
+#include <ATen/native/ConvUtils.h>
+#include <c10/core/MemoryFormat.h>
+
 #include <optional>
 #include <string>
+
+#include "host_view.h"
 
 namespace mydev {
 namespace {
@@ -53,6 +58,36 @@ void correctBatchNorm(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IVal
   }
 }
 
+// A convolution's output follows the memory format the CPU's backend choice
+// computes in (channels-last when input or weight is), which the Meta kernel,
+// seeing a device whose backend is "overrideable", says is contiguous.
+// Only metadata is read: host views stand in for CPU tensors of the same
+// layout, without touching the data.
+void correctConvolution(c10::ArrayRef<c10::IValue> args, OutputMetadata& metadata) {
+  const at::Tensor input = hostView(args[0].toTensor());
+  const at::Tensor weight = hostView(args[1].toTensor());
+  const std::optional<at::Tensor> bias_arg = args[2].toOptional<at::Tensor>();
+  const std::optional<at::Tensor> bias =
+      bias_arg.has_value() && bias_arg->defined() ? std::optional<at::Tensor>(hostView(*bias_arg))
+                                                  : std::nullopt;
+  const std::vector<int64_t> stride = args[3].toIntVector();
+  const std::vector<int64_t> padding = args[4].toIntVector();
+  const std::vector<int64_t> dilation = args[5].toIntVector();
+  const std::vector<int64_t> output_padding = args[7].toIntVector();
+  const at::native::ConvBackend backend = at::native::select_conv_backend(
+      input, weight, bias, c10::fromIntArrayRefSlow(stride), c10::fromIntArrayRefSlow(padding),
+      c10::fromIntArrayRefSlow(dilation), args[6].toBool(),
+      c10::fromIntArrayRefSlow(output_padding), c10::SymInt(args[8].toInt()), std::nullopt);
+  const at::MemoryFormat format =
+      at::native::_determine_backend_memory_format(input, weight, backend);
+  TensorMeta& output = metadata[0].tensors[0];
+  if (format == at::MemoryFormat::ChannelsLast && output.sizes.size() == 4) {
+    output.strides = c10::get_channels_last_strides_2d(output.sizes);
+  } else if (format == at::MemoryFormat::ChannelsLast3d && output.sizes.size() == 5) {
+    output.strides = c10::get_channels_last_strides_3d(output.sizes);
+  }
+}
+
 }  // namespace
 
 void applyCpuOutputContract(const c10::OperatorHandle& op,
@@ -66,6 +101,8 @@ void applyCpuOutputContract(const c10::OperatorHandle& op,
     correctBatchNorm(schema, args, /*training=*/true, metadata);
   } else if (name == "aten::_batch_norm_no_update") {
     correctBatchNorm(schema, args, /*training=*/false, metadata);
+  } else if (name == "aten::convolution") {
+    correctConvolution(args, metadata);
   } else if (name == "aten::native_layer_norm") {
     const at::ScalarType type = statisticsType(schema, args);
     metadata[1].tensors[0].dtype = type;

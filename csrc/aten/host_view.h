@@ -8,8 +8,9 @@
 namespace mydev {
 
 // A CPU tensor over the same bytes as `device_tensor` (same sizes, strides,
-// storage offset, dtype and conjugate/negative bits). Valid only inside a
-// kernel.
+// storage offset, dtype and conjugate/negative bits). Its data may be read or
+// written only inside a kernel; on the host it may stand in for a CPU tensor
+// of the same layout where only metadata is inspected.
 at::Tensor hostView(const at::Tensor& device_tensor);
 
 }  // namespace mydev
