@@ -18,3 +18,33 @@ def device_left_clean():
     yield
     for index in range(torch.mydev.device_count()):
         torch.mydev.synchronize(index)
+
+
+@pytest.fixture(scope="module")
+def isolated_inductor(tmp_path_factory):
+    """Inductor's on-disk caches (kernel modules, precompiled headers) in a
+    directory of this test session, not shared with other processes on the
+    machine; and the FX graph / AOTAutograd caches off, so that every compile
+    runs the code generator under test (tests that exercise those caches turn
+    them on in subprocesses with a directory of their own)."""
+    import torch._functorch.config
+    import torch._inductor.config
+
+    cache_dir = tmp_path_factory.getbasetemp() / "inductor-cache"
+    cache_dir.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache_dir))
+        with torch._inductor.config.patch(fx_graph_cache=False), \
+                torch._functorch.config.patch(enable_autograd_cache=False):
+            yield cache_dir
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Each test compiles from scratch and sees only its own counters."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    yield
+    torch._dynamo.reset()

@@ -1,0 +1,570 @@
+"""torch.compile for mydev (inductor_backend): the code Inductor generates,
+fusion, extern kernels, dynamic shapes, the second device, stream order and
+asynchrony of compiled kernels, backward, autocast, random ops,
+max-autotune, the FX graph cache and bad inputs.
+
+Values are compared with the same function run eagerly on the CPU. Compiled
+kernels sum in another order than ATen's, so float32 results agree within
+rtol/atol 1e-4 rather than bitwise. Processes that need their own
+environment (TORCH_LOGS, a fresh cache directory) run in a subprocess.
+"""
+
+import json
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._dynamo.utils import counters
+from torch._inductor.utils import run_and_get_code
+
+from mydev_testing import N_DEVICES, SLEEP_MS, assert_close_to_cpu, assert_device_still_usable, needs_two_devices, run_python
+
+pytestmark = pytest.mark.usefixtures("isolated_inductor", "fresh_dynamo")
+
+D = "mydev:0"
+RTOL, ATOL = 1e-4, 1e-4
+
+
+def cpu_inputs(*shapes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(shape, generator=g) for shape in shapes]
+
+
+def to_dev(tensors, device=D):
+    return [t.to(device) for t in tensors]
+
+
+# ------------------------------------------------- reading generated code --
+KERNEL_DEFINITION = re.compile(r"^(\w+) = load_mydev_kernel\(async_compile, '(\w+)', (\[.*?\]), r'''", re.M)
+STREAM_DEFINITION = re.compile(r"^\s*(\w+) = get_raw_stream\((\d+)\)$", re.M)
+KERNEL_LAUNCH = re.compile(r"^\s*(mydev_\w+)\((.*)\)$", re.M)
+
+
+def wrapper_call(code):
+    """The body of the generated ``call`` (what runs per invocation)."""
+    start = code.index("def call(self, args):")
+    return code[start:code.index("\nrunner = ", start)]
+
+
+def kernel_definitions(code):
+    """{name: arg types} of the kernels the module defines."""
+    found = {}
+    for variable, name, arg_types in KERNEL_DEFINITION.findall(code):
+        assert variable == name, (variable, name)
+        found[name] = eval(arg_types)  # a list literal of strings
+    return found
+
+
+def kernel_launches(code):
+    """[(kernel name, [argument expressions])] in launch order."""
+    return [(name, [a.strip() for a in args.split(",")]) for name, args in KERNEL_LAUNCH.findall(wrapper_call(code))]
+
+
+def assert_launches_on_raw_streams(code, device_index=0):
+    """Every mydev kernel the module defines is launched, and every launch
+    passes as its first argument a stream obtained from
+    get_raw_stream(device_index) before it."""
+    call = wrapper_call(code)
+    streams = {var: int(idx) for var, idx in STREAM_DEFINITION.findall(call)}
+    assert streams and set(streams.values()) == {device_index}, streams
+    launches = kernel_launches(code)
+    defined = kernel_definitions(code)
+    assert launches, call
+    assert {name for name, _ in launches} == set(defined)
+    for name, args in launches:
+        assert args[0] in streams, f"{name} is launched with {args[0]!r} as its stream:\n{call}"
+        assert call.index(f"{args[0]} = get_raw_stream(") < call.index(f"{name}({args[0]}")
+        assert len(args) == 1 + len(defined[name]), (name, args, defined[name])
+
+
+def buffer_devices(code):
+    return re.findall(r"empty_strided\(.*device='([^']*)'", wrapper_call(code))
+
+
+# ------------------------------------------------------- generated code --
+def pointwise_and_reduction(x, y):
+    return (x.sin() + y).relu().sum(-1), x * 2
+
+
+def test_generated_code_launches_mydev_kernels_on_the_current_stream():
+    x, y = cpu_inputs((8, 16), (8, 16))
+    out, codes = run_and_get_code(torch.compile(pointwise_and_reduction, fullgraph=True), *to_dev([x, y]))
+    assert_close_to_cpu(out, pointwise_and_reduction(x, y), device=D, rtol=RTOL, atol=ATOL)
+    assert len(codes) == 1
+    code = codes[0]
+    assert "from device_ext._C import _current_raw_stream as get_raw_stream" in code
+    assert "from inductor_backend.kernel_modules import load_mydev_kernel" in code
+    assert kernel_definitions(code), code
+    assert_launches_on_raw_streams(code)
+    devices = buffer_devices(code)
+    assert devices and set(devices) == {"mydev"}, devices
+    assert "device='cpu'" not in wrapper_call(code)
+    assert "empty_strided_cpu(" not in wrapper_call(code)
+    assert "with torch.mydev.device(0):" in wrapper_call(code)
+    # The kernels themselves are C++ from Inductor's CPU code generator.
+    assert re.search(r'extern "C"\s+void\s+kernel\(', code), code
+
+
+def test_torch_logs_output_code_shows_mydev_launches():
+    result = run_python(
+        """
+        import torch
+        f = torch.compile(lambda x: (x * 2).relu(), fullgraph=True)
+        print(f(torch.arange(-2.0, 3.0, device="mydev")).cpu().tolist())
+        """,
+        env={"TORCH_LOGS": "output_code", "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
+             "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[0.0, 0.0, 0.0, 2.0, 4.0]"
+    log = result.stderr
+    assert "Output code" in log
+    assert "load_mydev_kernel(async_compile, 'mydev_" in log
+    assert re.search(r"raw_stream0 = get_raw_stream\(0\)", log), log
+    assert re.search(r"mydev_\w+\(raw_stream0, ", log), log
+
+
+# --------------------------------------------------------------- fusion --
+def normalize_rows(x, w):
+    y = (x.sin() * w).relu() + 1e-3
+    return y / y.sum(-1, keepdim=True)
+
+
+def test_pointwise_and_reduction_fuse_into_one_kernel():
+    x, w = cpu_inputs((6, 40), (40,))
+    out, (code,) = run_and_get_code(torch.compile(normalize_rows, fullgraph=True), *to_dev([x, w]))
+    assert_close_to_cpu(out, normalize_rows(x, w), device=D, rtol=RTOL, atol=1e-6)
+    assert code.count("= load_mydev_kernel(") == 1, code
+    assert len(kernel_launches(code)) == 1
+    assert_launches_on_raw_streams(code)
+
+
+# --------------------------------------------------------- extern kernels --
+def matmuls_conv_attention(a, b, c, batch, image, weight, q):
+    return (
+        (a @ b).relu(),
+        torch.addmm(c, a, b),
+        torch.bmm(batch, batch.transpose(1, 2)) * 2,
+        F.conv2d(image, weight, padding=1) + 1,
+        F.scaled_dot_product_attention(q, q, q),
+    )
+
+
+def test_extern_kernels_mm_addmm_bmm_conv_sdpa_match_cpu():
+    args = cpu_inputs((8, 16), (16, 12), (12,), (2, 5, 6), (2, 3, 8, 8), (4, 3, 3, 3), (2, 2, 8, 16))
+    out, (code,) = run_and_get_code(torch.compile(matmuls_conv_attention, fullgraph=True), *to_dev(args))
+    assert_close_to_cpu(out, matmuls_conv_attention(*args), device=D, rtol=RTOL, atol=ATOL)
+    call = wrapper_call(code)
+    for extern in ("extern_kernels.mm(", "extern_kernels.addmm(", "extern_kernels.bmm(",
+                   "extern_kernels.convolution("):
+        assert extern in call, f"{extern} missing:\n{call}"
+    assert re.search(r"aten\._scaled_dot_product_\w+\.default\(", call), call
+    # The pointwise epilogues stay generated kernels.
+    assert_launches_on_raw_streams(code)
+
+
+# --------------------------------------------------------- dynamic shapes --
+def scaled_row_sums(x):
+    return (x * 2).sin().sum(-1) + x.shape[0]
+
+
+SIZES = (3, 5, 8, 13)
+
+
+def test_dynamic_true_compiles_once_for_all_sizes():
+    compiled = torch.compile(scaled_row_sums, dynamic=True, fullgraph=True)
+    for i, n in enumerate(SIZES):
+        x = cpu_inputs((n, 7), seed=n)[0]
+        if i == 0:
+            out, (code,) = run_and_get_code(compiled, x.to(D))
+        else:
+            out = compiled(x.to(D))
+        assert_close_to_cpu(out, scaled_row_sums(x), device=D, rtol=RTOL, atol=ATOL, msg=f"n={n}")
+    assert counters["stats"]["unique_graphs"] == 1
+    # The sizes reach the kernel as int64 launch arguments.
+    (arg_types,) = kernel_definitions(code).values()
+    assert arg_types.count("const int64_t") >= 1, arg_types
+    assert_launches_on_raw_streams(code)
+
+
+def test_automatic_dynamic_recompiles_at_most_once():
+    compiled = torch.compile(scaled_row_sums, fullgraph=True)
+    for n in SIZES:
+        x = cpu_inputs((n, 7), seed=n)[0]
+        assert_close_to_cpu(compiled(x.to(D)), scaled_row_sums(x), device=D, rtol=RTOL, atol=ATOL, msg=f"n={n}")
+    assert counters["stats"]["unique_graphs"] <= 2
+
+
+# --------------------------------------------------------- second device --
+def add_relu_scale(x):
+    return (x + 1).relu() * 3
+
+
+@needs_two_devices
+def test_second_device_output_device_guard_and_current_device():
+    (x,) = cpu_inputs((10,))
+    assert torch.mydev.current_device() == 0
+    compiled = torch.compile(add_relu_scale)
+    out, (code,) = run_and_get_code(compiled, x.to("mydev:1"))
+    assert_close_to_cpu(out, add_relu_scale(x), device="mydev:1", exact=True)
+    assert torch.mydev.current_device() == 0
+    call = wrapper_call(code)
+    assert "with torch.mydev.device(1):" in call, call
+    assert_launches_on_raw_streams(code, device_index=1)
+
+    # On a side stream of mydev:1 (the stream context makes mydev:1
+    # current): the kernel waits for the work queued there before it.
+    side = torch.mydev.Stream(device=1)
+    source = x.to("mydev:1")  # before the sleep: a copy from the host waits for the stream
+    with torch.mydev.stream(side):
+        x1 = torch.zeros(10, device="mydev:1")
+        torch.mydev._sleep(SLEEP_MS)
+        x1.copy_(source)
+        out1 = compiled(x1)
+        assert side.query() is False
+        assert torch.mydev.current_device() == 1
+    side.synchronize()
+    assert torch.mydev.current_device() == 0
+    assert_close_to_cpu(out1, add_relu_scale(x), device="mydev:1", exact=True)
+
+    # And the other way round: mydev:0 input while mydev:1 is current.
+    with torch.mydev.device(1):
+        out0 = compiled(x.to("mydev:0"))
+        assert torch.mydev.current_device() == 1
+    assert torch.mydev.current_device() == 0
+    assert_close_to_cpu(out0, add_relu_scale(x), device="mydev:0", exact=True)
+
+
+# ------------------------------------------------ streams and asynchrony --
+def cos_affine(x):
+    return (x * 2 + 1).cos()
+
+
+def test_compiled_kernels_run_in_stream_order_with_eager_ops():
+    n = 4096
+    compiled = torch.compile(cos_affine, fullgraph=True)
+    compiled(torch.zeros(n, device=D))  # compile first: the sleep below only has to outlast launches
+    torch.mydev.synchronize()
+
+    side = torch.mydev.Stream()
+    with torch.mydev.stream(side):
+        x = torch.zeros(n, device=D)
+        torch.mydev._sleep(SLEEP_MS)       # everything below waits behind this
+        x.fill_(3.0)                       # eager write of x
+        y = compiled(x)                    # compiled kernel reads x
+        done = torch.mydev.Event()
+        done.record()
+        # The compiled call only enqueued its kernel.
+        assert done.query() is False
+        assert side.query() is False
+        z = y * 2 + x                      # eager op on the compiled output
+    side.synchronize()
+    assert done.query() is True
+    expected_y = cos_affine(torch.full((n,), 3.0))
+    assert_close_to_cpu(y, expected_y, device=D, rtol=RTOL, atol=1e-6)
+    assert_close_to_cpu(z, expected_y * 2 + 3.0, device=D, rtol=RTOL, atol=1e-6)
+
+
+def test_compiled_call_on_default_stream_returns_before_its_kernels_ran():
+    compiled = torch.compile(cos_affine, fullgraph=True)
+    x = torch.ones(256, device=D)
+    compiled(x)
+    torch.mydev.synchronize()
+    torch.mydev._sleep(SLEEP_MS)
+    y = compiled(x)
+    assert torch.mydev.current_stream().query() is False
+    torch.mydev.synchronize()
+    assert_close_to_cpu(y, cos_affine(torch.ones(256)), device=D, rtol=RTOL, atol=1e-6)
+
+
+# --------------------------------------------------------------- backward --
+def mlp_loss(x, w1, b1, w2):
+    return (F.gelu(x @ w1 + b1) @ w2).tanh().pow(2).mean()
+
+
+def test_compiled_backward_gradients_match_cpu():
+    cpu_args = [t.requires_grad_() for t in cpu_inputs((6, 10), (10, 16), (16,), (16, 4))]
+    dev_args = [t.detach().to(D).requires_grad_() for t in cpu_args]
+    compiled = torch.compile(mlp_loss, fullgraph=True)
+
+    def forward_backward():
+        loss = compiled(*dev_args)
+        loss.backward()
+        return loss
+
+    loss, codes = run_and_get_code(forward_backward)
+    loss_cpu = mlp_loss(*cpu_args)
+    loss_cpu.backward()
+    assert_close_to_cpu(loss.detach(), loss_cpu.detach(), device=D, rtol=RTOL, atol=ATOL)
+    for i, (a_dev, a_cpu) in enumerate(zip(dev_args, cpu_args)):
+        assert_close_to_cpu(a_dev.grad, a_cpu.grad, device=D, rtol=RTOL, atol=1e-5, msg=f"grad {i}")
+    assert len(codes) == 2  # forward and backward graphs
+    for code in codes:
+        assert_launches_on_raw_streams(code)
+
+
+# ---------------------------------------------------------------- autocast --
+def autocast_matmul(a, b):
+    with torch.autocast("mydev", dtype=torch.bfloat16):
+        return (a @ b).relu()
+
+
+def cpu_autocast_matmul(a, b):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return (a @ b).relu()
+
+
+def test_autocast_inside_compiled_function():
+    a, b = cpu_inputs((8, 16), (16, 4))
+    out, (code,) = run_and_get_code(torch.compile(autocast_matmul, fullgraph=True), *to_dev([a, b]))
+    assert out.dtype == torch.bfloat16
+    expected = cpu_autocast_matmul(a, b)
+    assert expected.dtype == torch.bfloat16
+    assert_close_to_cpu(out, expected, device=D, rtol=1.6e-2, atol=1e-2)
+    assert "extern_kernels.mm(" in code
+    assert "dtype=torch.bfloat16" in wrapper_call(code)
+
+
+# ------------------------------------------------------------- random ops --
+P_DROP = 0.3
+
+
+def dropout(x):
+    return F.dropout(x, p=P_DROP, training=True)
+
+
+def test_compiled_dropout_statistics_and_seeding():
+    compiled = torch.compile(dropout, fullgraph=True)
+    x = torch.ones(20000, device=D)
+
+    def run(seed):
+        torch.mydev.manual_seed(seed)
+        return compiled(x).cpu()
+
+    first, again, other = run(0), run(0), run(1)
+    zero_fraction = (first == 0).float().mean().item()
+    assert 0.25 < zero_fraction < 0.35, zero_fraction
+    kept = first[first != 0]
+    torch.testing.assert_close(kept, torch.full_like(kept, 1 / (1 - P_DROP)))
+    assert torch.equal(first, again)
+    assert not torch.equal(first, other)
+    assert counters["stats"]["unique_graphs"] == 1
+
+
+# ------------------------------------------------------------ max-autotune --
+def mm_relu(a, b):
+    return (a @ b).relu()
+
+
+def test_max_autotune_mm_relu_matches_cpu():
+    a, b = cpu_inputs((32, 64), (64, 16))
+    out = torch.compile(mm_relu, mode="max-autotune", fullgraph=True)(*to_dev([a, b]))
+    assert_close_to_cpu(out, mm_relu(a, b), device=D, rtol=RTOL, atol=ATOL)
+
+
+def test_mydev_benchmarker_is_registered_and_times_on_mydev():
+    import torch._inductor.compile_fx  # noqa: F401  (registers the backend)
+    from torch._inductor.runtime import benchmarking
+
+    from inductor_backend.benchmarker import benchmark_on_mydev
+
+    assert benchmarking._BENCHMARK_DISPATCH["mydev"] is benchmark_on_mydev
+    a, b = (t.to(D) for t in cpu_inputs((64, 64), (64, 64)))
+    ms = benchmarking.benchmarker.benchmark(torch.mm, (a, b), warmup=1, rep=5)
+    assert isinstance(ms, float) and ms > 0
+    direct = benchmark_on_mydev(benchmarking.benchmarker, lambda: torch.mydev._sleep(1), warmup=1, rep=3)
+    assert isinstance(direct, float) and direct > 0
+
+
+# ---------------------------------------------------------- FX graph cache --
+CACHE_CLIENT = """
+import json, torch
+import inductor_backend.config as mydev_config
+from torch._dynamo.utils import counters
+
+def f(x, y):
+    return (x.sin() * y).relu().sum(-1)
+
+x = torch.arange(12.0).view(3, 4)
+y = torch.full((3, 4), 0.5)
+seen = []
+for patch in {patches!r}:
+    torch._dynamo.reset()
+    counters.clear()
+    with mydev_config.patch(**patch):
+        out = torch.compile(f, fullgraph=True)(x.to("mydev"), y.to("mydev"))
+    seen.append({{
+        "hit": counters["inductor"]["fxgraph_cache_hit"],
+        "miss": counters["inductor"]["fxgraph_cache_miss"],
+        "device": str(out.device),
+        "max_error": (out.cpu() - f(x, y)).abs().max().item(),
+    }})
+print(json.dumps(seen))
+"""
+
+
+def test_fx_graph_cache_hits_across_processes_and_is_keyed_by_mydev_config(tmp_path):
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"}
+
+    def compile_in_subprocess(*patches):
+        """(hits, misses) of compiling f once per config patch, in order,
+        in a new process."""
+        result = run_python(CACHE_CLIENT.format(patches=list(patches)), env=env)
+        assert result.returncode == 0, result.stderr
+        seen = json.loads(result.stdout.strip().splitlines()[-1])
+        for compiled in seen:
+            assert compiled["device"] == "mydev:0" and compiled["max_error"] < 1e-6, seen
+        return [(compiled["hit"], compiled["miss"]) for compiled in seen]
+
+    # Cold cache: compiled and stored.
+    assert compile_in_subprocess({}) == [(0, 1)]
+    assert compile_in_subprocess(
+        {},                                        # the same graph: loaded from the cache
+        {"compiled_kernel_abi": 2},                # another launch ABI: a new entry
+        {"build_fingerprint": "another-build"},    # another torch-mydev build: a new entry
+    ) == [(1, 0), (0, 1), (0, 1)]
+
+
+# ---------------------------------------------------------------- settings --
+def test_unavailable_kernel_language_is_a_clear_error():
+    import inductor_backend.config as mydev_config
+
+    compiled = torch.compile(add_relu_scale)
+    with mydev_config.patch(kernel_language="triton"), \
+            pytest.raises(Exception, match=r"kernel_language='triton'.*available are: 'cpp'"):
+        compiled(torch.ones(4, device=D))
+    assert_device_still_usable()
+
+
+# --------------------------------------------------------------- bad input --
+def test_compiled_for_mydev_called_with_cpu_tensor_recompiles():
+    compiled = torch.compile(add_relu_scale)
+    (x,) = cpu_inputs((10,))
+    assert_close_to_cpu(compiled(x.to(D)), add_relu_scale(x), device=D, exact=True)
+    out = compiled(x)
+    assert out.device == torch.device("cpu")
+    torch.testing.assert_close(out, add_relu_scale(x), rtol=0, atol=0)
+    assert counters["stats"]["unique_graphs"] == 2
+    if N_DEVICES >= 2:
+        assert_close_to_cpu(compiled(x.to("mydev:1")), add_relu_scale(x), device="mydev:1", exact=True)
+    assert_device_still_usable()
+
+
+SCALE_KERNEL = r"""
+#include <cstdint>
+extern "C" void kernel(float* out, const float* in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = 2.0f * in[i] + 1.0f;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def scale_launcher(isolated_inductor):
+    import torch._inductor.compile_fx  # noqa: F401  (registers the backend)
+
+    from inductor_backend.kernel_modules import MydevKernelCodeCache
+
+    return MydevKernelCodeCache.load_kernel_async(
+        "mydev_test_scale", ["float*", "const float*", "int64_t"], SCALE_KERNEL)()
+
+
+def test_launcher_runs_hand_written_kernel_on_stream(scale_launcher):
+    from device_ext._C import _current_raw_stream
+
+    x = torch.arange(6.0, device=D)
+    out = torch.empty(6, device=D)
+    torch.mydev._sleep(SLEEP_MS)
+    assert scale_launcher(_current_raw_stream(0), out, x, 6) is None
+    assert torch.mydev.current_stream().query() is False  # queued, not run
+    torch.mydev.synchronize()
+    assert_close_to_cpu(out, torch.arange(6.0) * 2 + 1, exact=True)
+
+
+def test_launcher_rejects_bad_arguments_clearly(scale_launcher):
+    from device_ext._C import _current_raw_stream
+
+    stream = _current_raw_stream(0)
+    x = torch.arange(6.0, device=D)
+    out = torch.full((6,), -1.0, device=D)
+    with pytest.raises((RuntimeError, ValueError), match=r"mydev_test_scale.*argument 2.*cpu"):
+        scale_launcher(stream, out, x.cpu(), 6)
+    with pytest.raises((RuntimeError, ValueError), match=r"mydev_test_scale.*argument 1.*str"):
+        scale_launcher(stream, "out", x, 6)
+    with pytest.raises(TypeError, match=r"mydev_test_scale\(stream, \.\.\.\) takes 3 kernel arguments"):
+        scale_launcher(stream, out, x)
+    with pytest.raises(TypeError, match="takes 3 kernel arguments"):
+        scale_launcher(stream, out, x, 6, 7)
+    with pytest.raises(TypeError, match="mydev_test_scale: argument 3 must be an int"):
+        scale_launcher(stream, out, x, 6.5)
+    with pytest.raises(ValueError, match="mydev_test_scale: null stream"):
+        scale_launcher(0, out, x, 6)
+    torch.mydev.synchronize()
+    # Nothing was launched by the rejected calls.
+    assert_close_to_cpu(out, torch.full((6,), -1.0), exact=True)
+    assert_device_still_usable()
+
+
+def test_kernel_failure_is_reported_at_the_next_synchronization():
+    """An error inside a compiled kernel (integer division by zero, which
+    Inductor's C++ kernels check) surfaces asynchronously, like an eager
+    kernel's, naming the kernel; the device stays usable."""
+    compiled = torch.compile(lambda a, b: a // b + 1)
+    a = torch.tensor([4, 6, 8], device=D)
+    b = torch.tensor([2, 0, 4], device=D)
+    compiled(a, b)  # only enqueued
+    with pytest.raises(RuntimeError, match=r"kernel 'mydev_fused_\w+' failed on mydev:0.*ZeroDivisionError"):
+        torch.mydev.synchronize()
+    ok = compiled(a, torch.tensor([2, 3, 4], device=D))
+    assert_close_to_cpu(ok, torch.tensor([3, 3, 3]), exact=True)
+    assert_device_still_usable()
+
+
+# ---------------------------------------------- CPU scalars in mydev graphs --
+# Eager mydev ops accept 0-dim CPU tensors as scalars (as CUDA does), and
+# Dynamo passes Python floats it does not specialize (torch 2.13:
+# specialize_float=False, so the second value a float argument takes) to
+# the graph as 0-dim CPU tensors. Inductor turns such inputs into scalars
+# only for Triton (GraphLowering.is_unspec_arg); mydev's C++ kernels take a
+# pointer to them, so the launch copies the value (the tensor may be freed
+# before the kernel runs).
+
+
+def scale_by(x, alpha):
+    return (x * alpha).relu()
+
+
+def test_python_float_argument_that_changes_value():
+    compiled = torch.compile(scale_by)
+    (x,) = cpu_inputs((5, 8))
+    for alpha in (0.5, 0.25, 0.125):  # the second value makes alpha dynamic
+        assert_close_to_cpu(compiled(x.to(D), alpha), scale_by(x, alpha), exact=True, msg=f"alpha={alpha}")
+
+
+def test_zero_dim_cpu_tensor_argument():
+    (x,) = cpu_inputs((5, 8))
+    alpha = torch.tensor(0.5)
+    assert scale_by(x.to(D), alpha).device == torch.device(D)  # eager accepts it
+    assert_close_to_cpu(torch.compile(scale_by)(x.to(D), alpha), scale_by(x, alpha), exact=True)
+
+
+def test_compiled_optimizer_step():
+    """torch.compile(opt.step): AdamW keeps its step count as a CPU tensor."""
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Linear(8, 4)
+    dev_model = torch.nn.Linear(8, 4).to(D)
+    dev_model.load_state_dict(cpu_model.state_dict())
+    opt_cpu = torch.optim.AdamW(cpu_model.parameters(), lr=1e-2)
+    opt_dev = torch.optim.AdamW(dev_model.parameters(), lr=1e-2)
+    (x,) = cpu_inputs((3, 8))
+    cpu_model(x).pow(2).sum().backward()
+    dev_model(x.to(D)).pow(2).sum().backward()
+
+    @torch.compile
+    def step():
+        opt_dev.step()
+
+    step()
+    opt_cpu.step()
+    for p_dev, p_cpu in zip(dev_model.parameters(), cpu_model.parameters()):
+        assert_close_to_cpu(p_dev, p_cpu, rtol=RTOL, atol=1e-6)

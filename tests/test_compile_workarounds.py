@@ -1,0 +1,177 @@
+"""Why each patch in inductor_backend/torch_workarounds.py is needed.
+
+Each test runs in a fresh interpreter (the patches are process-wide): it
+compiles a function with the workaround in place (works, values equal the
+CPU), then puts torch 2.13's original function back (every patched function
+keeps it as ``__wrapped__``), compiles the same function again after
+torch._dynamo.reset() and reports what a user would have hit. The FX graph
+and AOTAutograd caches are off there: their key does not cover these
+patches, so the second compile would otherwise be served the first one's
+graph.
+"""
+
+import json
+import textwrap
+
+import pytest
+
+from mydev_testing import needs_two_devices, run_python
+
+pytestmark = pytest.mark.usefixtures("isolated_inductor")
+
+SUBPROCESS_ENV = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+
+PRELUDE = """
+import importlib, json, traceback
+import torch
+import torch._inductor.compile_fx  # registers inductor_backend (import hook)
+from torch._inductor import scheduler
+from torch._inductor.utils import run_and_get_code
+from inductor_backend import torch_workarounds
+
+def attempt(fn, *args):
+    '''Compiles and runs fn on mydev tensors; what happened, as a dict.'''
+    torch._dynamo.reset()
+    cpu_args = [a.cpu() for a in args]
+    try:
+        out, codes = run_and_get_code(torch.compile(fn, fullgraph=True), *args)
+    except Exception as error:
+        frames = [frame.name for frame in traceback.extract_tb(error.__traceback__)]
+        return {"ok": False, "error": f"{type(error).__name__}: {error}", "frames": frames}
+    expected = fn(*cpu_args)
+    return {
+        "ok": True,
+        "device": str(out.device),
+        "max_error": (out.cpu() - expected).abs().max().item(),
+        "code": codes[0],
+        "current_device": torch.mydev.current_device(),
+    }
+"""
+
+
+def run_both(body: str):
+    """Runs PRELUDE + body, which must print one JSON line
+    {"patched": attempt(...), "original": attempt(...)}; returns it."""
+    result = run_python(PRELUDE + textwrap.dedent(body), env=SUBPROCESS_ENV, timeout=240)
+    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_get_current_backend_reports_cpp_for_mydev():
+    """Without it Inductor asks mydev's kernels for "triton" semantics: index
+    expressions lose their dtype and the C++ kernel generator fails on an
+    iota-based mask (here: a causal mask made with tril)."""
+    seen = run_both(
+        """
+        L = 8
+        def causal_softmax(s):
+            mask = torch.where(torch.ones(L, L, dtype=torch.bool, device=s.device).tril(), 0.0, float("-inf"))
+            return torch.softmax(s + mask, dim=-1)
+
+        s = torch.randn(2, L, L, generator=torch.Generator().manual_seed(0)).to("mydev")
+        assert torch._inductor.utils.get_current_backend("mydev") == "cpp"
+        patched = attempt(causal_softmax, s)
+        original = torch._inductor.utils.get_current_backend.__wrapped__
+        for name in torch_workarounds._GET_CURRENT_BACKEND_USERS:
+            setattr(importlib.import_module(name), "get_current_backend", original)
+        assert torch._inductor.utils.get_current_backend("mydev") == "triton"
+        print(json.dumps({"patched": patched, "original": attempt(causal_softmax, s)}))
+        """
+    )
+    patched, original = seen["patched"], seen["original"]
+    assert patched["ok"], patched
+    assert patched["device"] == "mydev:0" and patched["max_error"] < 1e-6
+    assert not original["ok"]
+    assert original["error"].startswith("InductorError: AssertionError"), original["error"]
+    # The C++ kernel generator's arange needs the index dtype the "triton"
+    # answer left out.
+    assert "index_expr" in original["frames"] and "arange" in original["frames"], original["frames"]
+
+
+@needs_two_devices
+def test_device_need_guard_guards_mydev_devices():
+    """Without it the wrapper has no device guard: code compiled for mydev:1
+    allocates its outputs on whatever device is current (mydev:0 here)."""
+    seen = run_both(
+        """
+        def add_relu_scale(x):
+            return (x + 1).relu() * 3
+
+        x = torch.randn(10, generator=torch.Generator().manual_seed(0)).to("mydev:1")
+        patched = attempt(add_relu_scale, x)
+        scheduler.device_need_guard = scheduler.device_need_guard.__wrapped__
+        print(json.dumps({"patched": patched, "original": attempt(add_relu_scale, x)}))
+        """
+    )
+    patched, original = seen["patched"], seen["original"]
+    assert patched["ok"] and original["ok"]
+    assert "with torch.mydev.device(1):" in patched["code"]
+    assert patched["device"] == "mydev:1" and patched["max_error"] == 0
+    assert patched["current_device"] == 0
+
+    assert "torch.mydev.device(1)" not in original["code"]
+    assert original["device"] == "mydev:0", "an input on mydev:1 gave an output elsewhere"
+
+
+def test_is_cpu_keeps_scheduler_reindexing_away_from_mydev_nodes():
+    """Without it the scheduler tries its SIMD-only reindexing of a
+    pointwise for a reduction it fuses with (RMSNorm over a reshaped input,
+    as in its own comment) on mydev's C++ kernels, whose node groups it does
+    not understand: compilation fails in _try_reindex_pointwise_for_reduction."""
+    seen = run_both(
+        """
+        def rms_norm_over_groups(x, w):
+            b, d = x.shape
+            y = x.view(b * 4, d // 4)
+            y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6)
+            return y.view(b, d) * w
+
+        g = torch.Generator().manual_seed(0)
+        x, w = torch.randn(8, 64, generator=g).to("mydev"), torch.randn(64, generator=g).to("mydev")
+        patched = attempt(rms_norm_over_groups, x, w)
+        scheduler.BaseSchedulerNode.is_cpu = scheduler.BaseSchedulerNode.is_cpu.__wrapped__
+        print(json.dumps({"patched": patched, "original": attempt(rms_norm_over_groups, x, w)}))
+        """
+    )
+    patched, original = seen["patched"], seen["original"]
+    assert patched["ok"], patched
+    assert patched["device"] == "mydev:0" and patched["max_error"] < 1e-5
+    assert not original["ok"]
+    assert original["error"].startswith("InductorError: TypeError"), original["error"]
+    assert "_try_reindex_pointwise_for_reduction" in original["frames"], original["frames"]
+
+
+def test_select_conv_backend_answers_like_the_cpu_for_mydev():
+    """Without it FakeTensor's convolution decides mydev's output layout from
+    the "Overrideable" backend (contiguous), while the device runs the CPU's
+    convolution, which produces channels-last output for channels-last
+    input, as it does in eager. Inductor's layout optimization hands the
+    convolution channels-last input, and the graph then asserts the other
+    layout than the device produced."""
+    seen = run_both(
+        """
+        import torch.nn.functional as F
+
+        def conv_relu(x, w):
+            return F.conv2d(x, w, padding=1) + 1
+
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(2, 3, 8, 8, generator=g).to("mydev")
+        w = torch.randn(4, 3, 3, 3, generator=g).to("mydev")
+        channels_last = x.to(memory_format=torch.channels_last)
+        assert F.conv2d(channels_last, w, padding=1).is_contiguous(memory_format=torch.channels_last)
+        # The original goes first: FakeTensor caches convolution results per
+        # process, so a later compile would be served the first one's layout.
+        patched_select = torch._C._select_conv_backend
+        torch._C._select_conv_backend = patched_select.__wrapped__
+        original = attempt(conv_relu, x, w)
+        torch._C._select_conv_backend = patched_select
+        torch._subclasses.fake_tensor.FakeTensorMode.cache_clear()
+        print(json.dumps({"patched": attempt(conv_relu, x, w), "original": original}))
+        """
+    )
+    patched, original = seen["patched"], seen["original"]
+    assert patched["ok"], patched
+    assert patched["device"] == "mydev:0" and patched["max_error"] < 1e-4
+    assert not original["ok"]
+    assert "AssertionError" in original["error"] and "stride" in original["error"], original["error"]
