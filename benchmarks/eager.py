@@ -41,7 +41,7 @@ from torch import nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
     FIGURE_HEADERS, Budget, Op, Timed, compare, figure_cells, mydev_over_cpu, progress,
-    render_sectioned_table, run_benchmark, sync_devices,
+    record_failure, render_sectioned_table, run_benchmark, sync_devices,
 )
 
 
@@ -248,12 +248,7 @@ def measure(workload: Workload, budget: EagerBudget) -> Row:
         fixed = budget.overhead_calls if workload.fixed_calls else None
         mydev_s, cpu_s = compare(Timed(mydev_op, sync_devices((0,))), Timed(cpu_op), budget, fixed)
     except Exception as exc:  # noqa: BLE001 (a failing row must not end the run)
-        row.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-        try:
-            torch.mydev.synchronize(0)
-        except Exception:  # noqa: BLE001
-            pass
-        return row
+        return record_failure(row, exc)
     row.mydev, row.cpu = mydev_s * scale, cpu_s * scale
     notes = [n for n in (row.note, _throughput_note(workload.work, mydev_s, cpu_s)) if n]
     if "AdamW" in workload.what:

@@ -227,6 +227,18 @@ FIGURE_HEADERS = ("mydev", "CPU", "unit", "mydev/CPU")
 NUMERIC_HEADERS = frozenset(FIGURE_HEADERS) - {"unit"}
 
 
+def record_failure(row: Any, exc: BaseException) -> Any:
+    """Marks ``row`` as failed with ``exc`` (a failing row must not end the
+    run) and clears an asynchronous device error it may have left."""
+    text = str(exc)
+    row.error = f"{type(exc).__name__}: {text.splitlines()[0][:120] if text else ''}"
+    try:
+        torch.mydev.synchronize(0)
+    except Exception:  # noqa: BLE001 (the error was recorded above)
+        pass
+    return row
+
+
 def progress(message: str) -> None:
     print(f"  ... {message}", file=sys.stderr, flush=True)
 
