@@ -445,6 +445,7 @@ def test_demo() -> None:
         "simulated device fault",
         "device still usable: [2.0, 2.0, 2.0]",
         "torch.save/load with map_location='mydev:1': mydev:1",
+        "torch.compile: 3 training steps on mydev in ",
     ]
     assert len(lines) == len(expected_fragments), result.stdout
     for line, fragment in zip(lines, expected_fragments):
@@ -454,3 +455,6 @@ def test_demo() -> None:
     assert host_ms < 100 and sync_ms >= 199  # asynchronous launch, then a real wait
     elapsed_ms = float(re.search(r"elapsed ([\d.]+) ms", lines[5]).group(1))
     assert elapsed_ms >= 49  # two events around a 50 ms kernel
+    compiled_loss, eager_loss = map(float, re.search(
+        r"loss ([\d.]+), eager CPU ([\d.]+)$", lines[12]).groups())
+    assert abs(compiled_loss - eager_loss) < 1e-4

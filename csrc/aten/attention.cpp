@@ -42,8 +42,10 @@ int64_t chooseAttentionBackend(const at::Tensor& query, const at::Tensor& key,
   }
   // What the overrideable op cannot express: dropout (it would need the
   // device generator's state threaded through to backward), a gradient for
-  // the mask, and grouped-query heads (it has no enable_gqa argument).
+  // the mask, grouped-query heads (it has no enable_gqa argument), and
+  // float64 (its logsumexp is float32 by contract, the CPU kernel's float64).
   if (dropout_p > 0.0 || (attn_mask.has_value() && attn_mask->requires_grad()) ||
+      query.scalar_type() == at::kDouble ||
       (enable_gqa && query.sym_size(-3) != key.sym_size(-3))) {
     return kMath;
   }
