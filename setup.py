@@ -45,7 +45,10 @@ def sources() -> list:
 write_build_info()
 
 debug = os.environ.get("MYDEV_DEBUG_BUILD") == "1"
-cxx_flags = ["-std=c++17", "-fvisibility=hidden"]
+# -fopenmp: ATen's at::parallel_for is an inline OpenMP region in this torch
+# build; without the flag it runs on one thread. torch's own libgomp is the
+# one loaded at run time (same soname), so kernels share ATen's thread team.
+cxx_flags = ["-std=c++17", "-fvisibility=hidden", "-fopenmp"]
 cxx_flags += ["-O0", "-g"] if debug else ["-O3"]
 
 setup(
@@ -63,7 +66,7 @@ setup(
             sources=sources(),
             include_dirs=[str(ROOT / "csrc"), str(ROOT / "device_ext" / "include")],
             extra_compile_args={"cxx": cxx_flags},
-            extra_link_args=["-lrt"],
+            extra_link_args=["-lrt", "-fopenmp"],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},

@@ -13,6 +13,7 @@
 #include "../core/generator.h"
 #include "../core/mydev_stream.h"
 #include "../core/runtime_check.h"
+#include "../custom_ops/custom_ops.h"
 #include "compiled_kernel_abi.h"
 
 namespace py = pybind11;
@@ -209,4 +210,21 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sleep", &sleepOnCurrentStream, py::arg("milliseconds"),
         py::call_guard<py::gil_scoped_release>());
   m.def("_fail_on_stream", &failOnCurrentStream, py::arg("message"));
+
+  // The fused custom ops' kernels (device_ext/ops/ defines the ops).
+  m.def("_fused_rms_norm", &custom_ops::rmsNorm, py::arg("x"), py::arg("weight"),
+        py::arg("eps"), py::call_guard<py::gil_scoped_release>());
+  m.def("_fused_rms_norm_backward", &custom_ops::rmsNormBackward, py::arg("grad_out"),
+        py::arg("x"), py::arg("weight"), py::arg("eps"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_fused_swiglu", &custom_ops::swiglu, py::arg("gate"), py::arg("up"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_fused_swiglu_backward", &custom_ops::swigluBackward, py::arg("grad_out"),
+        py::arg("gate"), py::arg("up"), py::call_guard<py::gil_scoped_release>());
+  m.def("_fused_rotary_embedding", &custom_ops::rotaryEmbedding, py::arg("x"), py::arg("cos"),
+        py::arg("sin"), py::call_guard<py::gil_scoped_release>());
+  m.def("_fused_rotary_embedding_backward", &custom_ops::rotaryEmbeddingBackward,
+        py::arg("grad_out"), py::arg("cos"), py::arg("sin"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_fused_kernels_isa", &custom_ops::fusedKernelsIsa);
 }
