@@ -34,4 +34,6 @@ from . import _compile_integration  # noqa: E402
 
 _compile_integration.install()
 
+from . import ops  # noqa: E402,F401  (defines the fused custom ops torch.ops.mydev.*)
+
 __all__ = ["check_torch_version"]
