@@ -41,7 +41,7 @@ from torch import nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
     FIGURE_HEADERS, Budget, Op, Timed, compare, figure_cells, mydev_over_cpu, progress,
-    record_failure, render_sectioned_table, run_benchmark, sync_devices,
+    record_failure, render_sectioned_table, run_benchmark, sync_devices, verdict_summary,
 )
 
 
@@ -279,10 +279,8 @@ def table_cells(row: Row) -> Tuple[str, ...]:
 
 
 def render_table(rows: Sequence[Row]) -> str:
-    verdicts = [row.verdict for row in rows]
-    summary = (f"summary: {verdicts.count('PASS')} PASS, {verdicts.count('MISS')} MISS, "
-               f"{verdicts.count('ERROR')} ERROR of {len(rows)} rows")
-    return "\n".join([render_sectioned_table(rows, table_cells, HEADERS, SECTION_TITLES), "", summary])
+    return "\n".join([render_sectioned_table(rows, table_cells, HEADERS, SECTION_TITLES), "",
+                      verdict_summary(rows)])
 
 
 # -------------------------------------------------------------------- main --

@@ -239,6 +239,13 @@ def record_failure(row: Any, exc: BaseException) -> Any:
     return row
 
 
+def verdict_summary(rows: Sequence[Any]) -> str:
+    """``summary: 8 PASS, 1 MISS, 0 ERROR of 9 rows`` from the rows' verdicts."""
+    verdicts = [row.verdict for row in rows]
+    return (f"summary: {verdicts.count('PASS')} PASS, {verdicts.count('MISS')} MISS, "
+            f"{verdicts.count('ERROR')} ERROR of {len(rows)} rows")
+
+
 def progress(message: str) -> None:
     print(f"  ... {message}", file=sys.stderr, flush=True)
 
