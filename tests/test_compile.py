@@ -568,3 +568,26 @@ def test_compiled_optimizer_step():
     opt_cpu.step()
     for p_dev, p_cpu in zip(dev_model.parameters(), cpu_model.parameters()):
         assert_close_to_cpu(p_dev, p_cpu, rtol=RTOL, atol=1e-6)
+
+
+# ------------------------------------------------------------- cpp_wrapper --
+def test_cpp_wrapper_launches_kernels_on_the_stream_and_uses_mydev_shims():
+    """The C++ wrapper: kernels submitted as lambdas to the current stream of
+    their device under a mydev device guard, mm through mydev's C shim, and a
+    CPU scalar input captured by value."""
+    def fn(a, b, alpha):
+        return (torch.mm(a, b) * alpha).relu().sum(1)
+
+    a_cpu, b_cpu = cpu_inputs((6, 8), (8, 5))
+    compiled = torch.compile(fn, dynamic=True)
+    with torch._inductor.config.patch(cpp_wrapper=True):
+        out, codes = run_and_get_code(compiled, a_cpu.to(D), b_cpu.to(D), 0.5)
+        again = compiled(a_cpu.to(D), b_cpu.to(D), 0.25)
+    code = "\n".join(codes)
+    assert "mydev_compiled::DeviceGuard device_guard(0)" in code
+    assert re.search(r"mydev_compiled::launch\(mydev_compiled::current_stream\(0\), \"cpp_fused", code)
+    assert "aoti_torch_mydev_mm_out(" in code
+    assert "cached_torch_device_type_privateuse1" in code
+    assert "mydev_compiled::host_scalar_argument(" in code  # alpha, by value
+    assert_close_to_cpu(out, fn(a_cpu, b_cpu, 0.5), device=D, rtol=RTOL, atol=ATOL)
+    assert_close_to_cpu(again, fn(a_cpu, b_cpu, 0.25), device=D, rtol=RTOL, atol=ATOL)

@@ -72,8 +72,9 @@ def test_compiled_forward_matches_eager_cpu(name):
     assert_state_matches(dev_model, cpu_model, f"{name} after forward")
 
 
+@pytest.mark.parametrize("cpp_wrapper", [False, True], ids=["python_wrapper", "cpp_wrapper"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_compiled_training_step_matches_eager_cpu(name):
+def test_compiled_training_step_matches_eager_cpu(name, cpp_wrapper):
     cpu_model, x, dev_model, x_dev = make_pair(CASES[name])
     opt_cpu = make_optimizer(cpu_model.parameters())
     opt_dev = make_optimizer(dev_model.parameters())
@@ -81,8 +82,9 @@ def test_compiled_training_step_matches_eager_cpu(name):
 
     loss_cpu = loss_fn(cpu_model(x))
     loss_cpu.backward()
-    loss_dev = loss_fn(compiled(x_dev))
-    loss_dev.backward()
+    with torch._inductor.config.patch(cpp_wrapper=cpp_wrapper):
+        loss_dev = loss_fn(compiled(x_dev))
+        loss_dev.backward()
     assert_compiled_in_one_graph()
 
     assert_close_to_cpu(loss_dev.detach(), loss_cpu.detach(), device=D, rtol=RTOL, atol=ATOL, msg=f"{name} loss")
