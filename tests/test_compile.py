@@ -591,3 +591,32 @@ def test_cpp_wrapper_launches_kernels_on_the_stream_and_uses_mydev_shims():
     assert "mydev_compiled::host_scalar_argument(" in code  # alpha, by value
     assert_close_to_cpu(out, fn(a_cpu, b_cpu, 0.5), device=D, rtol=RTOL, atol=ATOL)
     assert_close_to_cpu(again, fn(a_cpu, b_cpu, 0.25), device=D, rtol=RTOL, atol=ATOL)
+
+
+# ------------------------------------------------------------ registration --
+def test_registration_is_lazy_and_complete_once_inductor_is_imported():
+    """import torch does not import Dynamo or Inductor (they cost as much as
+    torch itself); importing them, as torch.compile and Inductor's compile
+    workers do, registers every mydev piece."""
+    result = run_python(
+        """
+import sys, torch
+print("dynamo" if "torch._dynamo" in sys.modules else "no-dynamo",
+      "inductor" if "torch._inductor" in sys.modules else "no-inductor")
+from torch._dynamo.device_interface import get_interface_for_device
+print(get_interface_for_device("mydev").__name__, get_interface_for_device("mydev:1").__name__)
+import torch._inductor.compile_fx
+from torch._inductor.codegen.common import get_device_op_overrides, get_scheduling_for_device, get_wrapper_codegen_for_device
+from torch._inductor.runtime.benchmarking import _BENCHMARK_DISPATCH
+print(get_scheduling_for_device("mydev").__name__,
+      get_wrapper_codegen_for_device("mydev").__name__,
+      get_wrapper_codegen_for_device("mydev", cpp_wrapper=True).__name__,
+      type(get_device_op_overrides("mydev")).__name__,
+      "mydev" in _BENCHMARK_DISPATCH)
+""")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("\n")
+    assert lines[0] == "no-dynamo no-inductor"
+    assert lines[1] == "MydevInterface MydevInterface"
+    assert lines[2] == ("MydevScheduling MydevPythonWrapperCodegen MydevCppWrapperCodegen "
+                        "MydevDeviceOpOverrides True")
