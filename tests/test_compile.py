@@ -620,3 +620,24 @@ print(get_scheduling_for_device("mydev").__name__,
     assert lines[1] == "MydevInterface MydevInterface"
     assert lines[2] == ("MydevScheduling MydevPythonWrapperCodegen MydevCppWrapperCodegen "
                         "MydevDeviceOpOverrides True")
+
+
+def test_control_flow_subgraphs_run_on_mydev():
+    """torch.cond and while_loop compile into subgraph wrappers, whose kernels
+    launch on mydev like the graph's own."""
+    def branch(x):
+        return torch.cond(x.sum() > 0, lambda x: (x * 2).sin(), lambda x: (x - 1).cos(), (x,))
+
+    def loop(i, x):
+        return torch._higher_order_ops.while_loop(
+            lambda i, x: i < 3, lambda i, x: (i + 1, x * 2 + 1), (i, x))
+
+    (x,) = cpu_inputs((8,))
+    for sign in (1, -1):
+        out, (code,) = run_and_get_code(torch.compile(branch, fullgraph=True), (sign * x.abs()).to(D))
+        assert_close_to_cpu(out, branch(sign * x.abs()), device=D, rtol=RTOL, atol=ATOL)
+    assert "raw_stream0" in code
+    i = torch.tensor(0)
+    steps, result = torch.compile(loop, fullgraph=True)(i.to(D), x.to(D))
+    assert_close_to_cpu(result, loop(i, x)[1], device=D, rtol=RTOL, atol=ATOL)
+    assert steps.item() == 3
