@@ -3,6 +3,7 @@
 // DeviceGuardImpl and the DeviceAllocator).
 #include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
+#include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <string>
@@ -14,6 +15,7 @@
 #include "../core/mydev_stream.h"
 #include "../core/runtime_check.h"
 #include "../custom_ops/custom_ops.h"
+#include "../distributed/myccl_backend.h"
 #include "compiled_kernel_abi.h"
 
 namespace py = pybind11;
@@ -227,4 +229,17 @@ PYBIND11_MODULE(_C, m) {
         py::arg("grad_out"), py::arg("cos"), py::arg("sin"),
         py::call_guard<py::gil_scoped_release>());
   m.def("_fused_kernels_isa", &custom_ops::fusedKernelsIsa);
+
+  // The myccl c10d backend (device_ext/distributed.py registers it). The
+  // base class is the one torch binds in torch._C._distributed_c10d.
+  py::module::import("torch._C._distributed_c10d");
+  py::class_<distributed::MycclBackend, c10d::Backend,
+             c10::intrusive_ptr<distributed::MycclBackend>>(m, "MycclBackend")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       std::chrono::milliseconds timeout) {
+             return c10::make_intrusive<distributed::MycclBackend>(store, rank, size,
+                                                                   timeout);
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+           py::call_guard<py::gil_scoped_release>());
 }
