@@ -27,11 +27,19 @@ def _register_inductor_backend(_module: ModuleType) -> None:
     inductor_backend.register()
 
 
+def _register_distributed_backend(module: ModuleType) -> None:
+    from . import distributed
+
+    distributed.register(module)
+
+
 # Module -> what to run once it has been executed. Dynamo looks devices up
 # while tracing, before Inductor's compiler is imported.
 _AFTER_IMPORT: Dict[str, Callable[[ModuleType], None]] = {
     "torch._dynamo.device_interface": _register_device_interface,
     "torch._inductor.compile_fx": _register_inductor_backend,
+    # The myccl c10d backend, once torch.distributed's c10d module exists.
+    "torch.distributed.distributed_c10d": _register_distributed_backend,
 }
 
 
