@@ -25,10 +25,10 @@ _LAUNCHER = """
 
 static const char kKernelName[] = "{kernel_name}";
 
-static mydev_compiled::TensorArgument tensor_arg(PyObject* args, int index) {{
+static mydev_compiled::TensorArgument tensor_arg(PyObject* args, int index, int device) {{
   mydev_compiled::TensorArgument argument;
   const int where = mydev_compiled::abi().tensor_argument(
-      PyTuple_GET_ITEM(args, index), kKernelName, index, &argument.device,
+      PyTuple_GET_ITEM(args, index), kKernelName, index, device, &argument.device,
       argument.host_value, sizeof(argument.host_value));
   if (where < 0) throw std::invalid_argument(mydev_compiled::abi().last_error());
   argument.on_host = where == 1;
@@ -66,6 +66,8 @@ static PyObject* launch_py(PyObject*, PyObject* args) {{
       if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "{kernel_name}: null stream");
       return nullptr;
     }}
+    const int device = mydev_compiled::abi().stream_device(stream);
+    if (device < 0) throw std::invalid_argument(mydev_compiled::abi().last_error());
 {parse_arguments}
     mydev_compiled::launch(stream, kKernelName, [=] {{ kernel({call_arguments}); }});
     Py_RETURN_NONE;
@@ -93,7 +95,7 @@ def _parse_argument(index: int, cpp_type: str) -> str:
     """One launcher line: argument ``index`` (after the stream) as ``cpp_type``."""
     position = index + 1
     if cpp_type.endswith("*"):
-        reader = f"tensor_arg(args, {position})"
+        reader = f"tensor_arg(args, {position}, device)"
     elif cpp_type in ("float", "double"):
         reader = f"static_cast<{cpp_type}>(float_arg(args, {position}))"
     else:

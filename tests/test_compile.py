@@ -499,6 +499,9 @@ def test_launcher_rejects_bad_arguments_clearly(scale_launcher):
         scale_launcher(stream, out, x, 6.5)
     with pytest.raises(ValueError, match="mydev_test_scale: null stream"):
         scale_launcher(0, out, x, 6)
+    if N_DEVICES > 1:
+        with pytest.raises(RuntimeError, match=r"argument 2 is on mydev:1, but the kernel runs on mydev:0"):
+            scale_launcher(stream, out, x.to("mydev:1"), 6)
     torch.mydev.synchronize()
     # Nothing was launched by the rejected calls.
     assert_close_to_cpu(out, torch.full((6,), -1.0), exact=True)

@@ -33,7 +33,7 @@ void setLastError(const char* format, Args... args) {
 
 const char* lastError() { return last_error_message; }
 
-int tensorArgument(PyObject* object, const char* kernel, int argument,
+int tensorArgument(PyObject* object, const char* kernel, int argument, int device,
                    void** device_pointer, void* host_value, int capacity) {
   if (!THPVariable_Check(object)) {
     setLastError("%s: argument %d is a %s, expected a mydev tensor", kernel, argument,
@@ -42,6 +42,11 @@ int tensorArgument(PyObject* object, const char* kernel, int argument,
   }
   const at::Tensor& tensor = THPVariable_Unpack(object);
   if (tensor.device().type() == c10::DeviceType::PrivateUse1) {
+    if (tensor.device().index() != device) {
+      setLastError("%s: argument %d is on %s, but the kernel runs on mydev:%d", kernel,
+                   argument, tensor.device().str().c_str(), device);
+      return -1;
+    }
     *device_pointer = tensor.data_ptr();
     return 0;
   }
@@ -53,6 +58,15 @@ int tensorArgument(PyObject* object, const char* kernel, int argument,
   setLastError("%s: argument %d is on %s, expected a mydev tensor (or a one-element CPU "
                "tensor)", kernel, argument, tensor.device().str().c_str());
   return -1;
+}
+
+int streamDevice(void* stream) {
+  int device = -1;
+  if (mydevStreamGetDevice(static_cast<mydevStream_t>(stream), &device) != mydevSuccess) {
+    setLastError("%s", mydevGetLastErrorMessage());
+    return -1;
+  }
+  return device;
 }
 
 void* currentStream(int device) {
@@ -251,6 +265,7 @@ int attentionBackward(MydevTensorHandle grad_out, MydevTensorHandle query,
 const MydevCompiledKernelAbi kAbi{
     MYDEV_COMPILED_KERNEL_ABI_VERSION,
     &tensorArgument,
+    &streamDevice,
     &currentStream,
     &exchangeDevice,
     &launch,

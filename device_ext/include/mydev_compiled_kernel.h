@@ -28,14 +28,20 @@ typedef struct AtenTensorOpaque* MydevTensorHandle;
 
 typedef struct MydevCompiledKernelAbi {
   int version;
-  // Where a kernel argument's data is. A mydev tensor: its device address in
+  // Where a kernel argument's data is. A tensor on the kernel's mydev device:
+  // its device address in
   // *device_pointer, returns 0. A one-element CPU tensor (a Python scalar
   // Inductor passes as a 0-dim tensor): its value copied into host_value
   // (capacity bytes), returns 1; the kernel reads the copy, as the tensor
   // may be freed before the kernel runs. Anything else: -1, with a message
   // naming `kernel` and `argument` in last_error().
-  int (*tensor_argument)(PyObject* tensor, const char* kernel, int argument,
+  // `device` is the device the kernel runs on: a mydev tensor elsewhere is
+  // refused too.
+  int (*tensor_argument)(PyObject* tensor, const char* kernel, int argument, int device,
                          void** device_pointer, void* host_value, int capacity);
+  // The device a stream belongs to; -1, with a message in last_error(), for
+  // a handle that is not a stream.
+  int (*stream_device)(void* stream);
   // The calling thread's current stream on `device` (-1: current device);
   // NULL, with a message in last_error(), for a device that does not exist.
   void* (*current_stream)(int device);
