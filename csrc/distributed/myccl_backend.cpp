@@ -43,6 +43,26 @@ void checkTensor(const at::Tensor& t, const char* what) {
   }
 }
 
+// One tensor per rank (`role`: "input" or "output" tensors of `what`), each
+// checked to be a mydev tensor with `like`'s size, dtype and device; returns
+// their flat host views, which the collective's kernel reads or writes.
+std::vector<at::Tensor> perRankViews(const std::vector<at::Tensor>& tensors,
+                                     const at::Tensor& like, const char* what,
+                                     const char* role) {
+  std::vector<at::Tensor> views;
+  views.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) {
+    checkTensor(t, what);
+    TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type() &&
+                    t.device() == like.device(),
+                "myccl: ", what, " ", role, " tensors must match the ",
+                role == std::string("input") ? "output" : "input",
+                "'s size, dtype and device");
+    views.push_back(hostView(t).view(-1));
+  }
+  return views;
+}
+
 void checkReduceOp(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what) {
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
@@ -455,14 +475,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allgather(
   auto& outputs = output_tensors[0];
   TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "myccl: allgather needs ",
               size_, " output tensors, got ", outputs.size());
-  std::vector<at::Tensor> views;
-  for (const at::Tensor& out : outputs) {
-    checkTensor(out, "allgather");
-    TORCH_CHECK(out.numel() == input.numel() && out.scalar_type() == input.scalar_type(),
-                "myccl: allgather output tensors must match the input's size and dtype");
-    TORCH_CHECK(out.device() == input.device(), "myccl: allgather tensors on two devices");
-    views.push_back(hostView(out).view(-1));
-  }
+  const std::vector<at::Tensor> views = perRankViews(outputs, input, "allgather", "output");
   const int64_t per = static_cast<int64_t>(kSlotBytes) / input.element_size();
   const uint64_t steps = chunksOf(input.numel(), per);
   return launch(c10d::OpType::ALLGATHER, "allgather", input.device(), input_tensors,
@@ -506,12 +519,9 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::reduce_scatter(
   checkTensor(output, "reduce_scatter");
   TORCH_CHECK(static_cast<int>(inputs.size()) == size_, "myccl: reduce_scatter needs ",
               size_, " input tensors, got ", inputs.size());
+  perRankViews(inputs, output, "reduce_scatter", "input");
   std::vector<at::Tensor> flat_inputs;
   for (const at::Tensor& in : inputs) {
-    checkTensor(in, "reduce_scatter");
-    TORCH_CHECK(in.numel() == output.numel() && in.scalar_type() == output.scalar_type() &&
-                    in.device() == output.device(),
-                "myccl: reduce_scatter input tensors must match the output");
     flat_inputs.push_back(in.view(-1));
   }
   // One copy on the caller's stream (ordered before the collective by the
@@ -632,13 +642,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::gather(
                     static_cast<int>(output_tensors[0].size()) == size_,
                 "myccl: gather needs ", size_, " output tensors on the root");
     outputs = output_tensors[0];
-    for (const at::Tensor& out : outputs) {
-      checkTensor(out, "gather");
-      TORCH_CHECK(out.numel() == input.numel() && out.scalar_type() == input.scalar_type() &&
-                      out.device() == input.device(),
-                  "myccl: gather output tensors must match the input");
-      views.push_back(hostView(out).view(-1));
-    }
+    views = perRankViews(outputs, input, "gather", "output");
   } else {
     TORCH_CHECK(output_tensors.empty() || output_tensors[0].empty(),
                 "myccl: gather takes output tensors only on the root");
@@ -688,13 +692,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::scatter(
     TORCH_CHECK(input_tensors.size() == 1 && static_cast<int>(input_tensors[0].size()) == size_,
                 "myccl: scatter needs ", size_, " input tensors on the root");
     inputs = input_tensors[0];
-    for (const at::Tensor& in : inputs) {
-      checkTensor(in, "scatter");
-      TORCH_CHECK(in.numel() == output.numel() && in.scalar_type() == output.scalar_type() &&
-                      in.device() == output.device(),
-                  "myccl: scatter input tensors must match the output");
-      views.push_back(hostView(in).view(-1));
-    }
+    views = perRankViews(inputs, output, "scatter", "input");
   } else {
     TORCH_CHECK(input_tensors.empty() || input_tensors[0].empty(),
                 "myccl: scatter takes input tensors only on the root");
