@@ -1,135 +1,14 @@
-"""The myccl c10d backend: multi-process tests on loopback.
-
-Each test starts its ranks as fresh interpreters (``python -c``) that import
-this file and run one ``_worker_*`` function; every run has a hard timeout
-and the ranks are killed if it expires, so a hang fails the test instead of
-stalling CI.
-"""
+"""The myccl c10d backend: multi-process tests on loopback (see
+distributed_harness.py: each rank is a fresh interpreter, every run has a
+hard timeout)."""
 
 import os
-import socket
-import subprocess
-import sys
 import time
-from datetime import timedelta
-from pathlib import Path
-from typing import Dict, List, Optional
 
-import pytest
 import torch
 
-RUN_TIMEOUT_S = 90
-TESTS_DIR = Path(__file__).resolve().parent
-
-
-# ---------------------------------------------------------------- launcher
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _run_ranks(worker: str, world_size: int, ranks: Optional[List[int]] = None,
-               env: Optional[Dict[str, str]] = None,
-               timeout: float = RUN_TIMEOUT_S) -> List[subprocess.CompletedProcess]:
-    """Runs ``_worker_<worker>(rank, world_size)`` of this file in one process
-    per rank (``ranks``: only these); kills all of them after ``timeout``."""
-    port = _free_port()
-    code = (
-        "import sys; sys.path.insert(0, %r); import test_distributed as t; "
-        "t._worker_%s(int(sys.argv[1]), int(sys.argv[2]))" % (str(TESTS_DIR), worker)
-    )
-    procs = []
-    for rank in ranks if ranks is not None else range(world_size):
-        full_env = dict(os.environ)
-        full_env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                        PYTHONUNBUFFERED="1", **(env or {}))
-        procs.append(subprocess.Popen(
-            [sys.executable, "-c", code, str(rank), str(world_size)],
-            env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    deadline = time.monotonic() + timeout
-    results = []
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-    except subprocess.TimeoutExpired:
-        for proc in procs:
-            proc.kill()
-        outputs = [proc.communicate() for proc in procs]
-        pytest.fail(f"{worker}: ranks still running after {timeout} s (hang); output:\n"
-                    + "\n".join(f"--- rank\n{o}\n{e[-3000:]}" for o, e in outputs))
-    return results
-
-
-def _check_ok(results: List[subprocess.CompletedProcess]) -> None:
-    for rank, result in enumerate(results):
-        assert result.returncode == 0, (
-            f"rank {rank} exited with {result.returncode}\n{result.stdout}\n{result.stderr[-5000:]}")
-        assert "WORKER OK" in result.stdout, result.stdout
-
-
-# ---------------------------------------------------------------- worker helpers
-
-
-def _exit_ok() -> None:
-    """Ends a worker without interpreter finalization. torch 2.13's gloo can
-    abort the process at exit ("terminate called without an active
-    exception"): its run-loop thread destroys a finished AsyncWork, whose
-    tensors' Python objects need the GIL, while the main thread finalizes
-    (seen after a CPU all_reduce via gloo, about one run in four)."""
-    print("WORKER OK")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-def _init(rank: int, world_size: int, backend: Optional[str], timeout_s: float = 30) -> None:
-    import torch.distributed as dist
-
-    kwargs = {} if backend is None else {"backend": backend}
-    dist.init_process_group(rank=rank, world_size=world_size,
-                            timeout=timedelta(seconds=timeout_s), **kwargs)
-
-
-def _rank_tensor(rank: int, numel: int, dtype: torch.dtype, salt: int = 0) -> torch.Tensor:
-    """Deterministic per-rank data (CPU) that every rank can recompute."""
-    g = torch.Generator().manual_seed(1000 * rank + salt)
-    if dtype.is_floating_point:
-        return (torch.rand(numel, generator=g) * 4 - 2).to(dtype)
-    return torch.randint(-9, 10, (numel,), generator=g).to(dtype)
-
-
-def _expected_reduce(parts: List[torch.Tensor], op: str) -> torch.Tensor:
-    """The documented myccl semantics: rank order, float32 accumulation for
-    float16/bfloat16, truncating AVG for integers."""
-    dtype = parts[0].dtype
-    acc_dtype = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-    acc = parts[0].to(acc_dtype).clone()
-    for part in parts[1:]:
-        part = part.to(acc_dtype)
-        if op in ("sum", "avg"):
-            acc = acc + part
-        elif op == "product":
-            acc = acc * part
-        elif op == "min":
-            acc = torch.minimum(acc, part)
-        elif op == "max":
-            acc = torch.maximum(acc, part)
-    if op == "avg":
-        acc = acc / len(parts) if acc_dtype.is_floating_point else torch.div(
-            acc, len(parts), rounding_mode="trunc")
-    return acc.to(dtype)
-
-
-def _op(name: str):
-    import torch.distributed as dist
-
-    return {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG,
-            "product": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
-            "max": dist.ReduceOp.MAX}[name]
+from distributed_harness import (check_ok, exit_ok, expected_reduce, init_group, rank_tensor,
+                                 reduce_op, run_ranks)
 
 
 OPS = ["sum", "avg", "product", "min", "max"]
@@ -152,25 +31,25 @@ def _check_collectives(rank: int, world_size: int) -> None:
     # all_reduce: every op and dtype.
     for dtype in DTYPES:
         for op in OPS:
-            parts = [_rank_tensor(r, 33, dtype) for r in range(world_size)]
+            parts = [rank_tensor(r, 33, dtype) for r in range(world_size)]
             t = parts[rank].to(dev)
-            dist.all_reduce(t, op=_op(op))
-            _assert_equal(t, _expected_reduce(parts, op), f"all_reduce {op} {dtype}")
+            dist.all_reduce(t, op=reduce_op(op))
+            _assert_equal(t, expected_reduce(parts, op), f"all_reduce {op} {dtype}")
     # Larger than one shared-memory slot (4 MiB): chunked.
-    big = [_rank_tensor(r, (5 << 20) // 4 + 7, torch.float32, salt=1) for r in range(world_size)]
+    big = [rank_tensor(r, (5 << 20) // 4 + 7, torch.float32, salt=1) for r in range(world_size)]
     t = big[rank].to(dev)
     dist.all_reduce(t)
-    _assert_equal(t, _expected_reduce(big, "sum"), "all_reduce chunked")
+    _assert_equal(t, expected_reduce(big, "sum"), "all_reduce chunked")
     # broadcast from every root, with a chunked size too.
     for root in range(world_size):
         for numel in (10, (9 << 20) // 8):
-            src = _rank_tensor(root, numel, torch.float64, salt=2)
+            src = rank_tensor(root, numel, torch.float64, salt=2)
             t = (src if rank == root else torch.zeros(numel, dtype=torch.float64)).to(dev)
             dist.broadcast(t, src=root)
             _assert_equal(t, src, f"broadcast root {root} numel {numel}")
     # all_gather (list) and all_gather_into_tensor (_allgather_base).
     for dtype in (torch.float32, torch.bfloat16, torch.int64):
-        parts = [_rank_tensor(r, 17, dtype, salt=3).view(1, 17) for r in range(world_size)]
+        parts = [rank_tensor(r, 17, dtype, salt=3).view(1, 17) for r in range(world_size)]
         outs = [torch.empty(1, 17, dtype=dtype, device=dev) for _ in range(world_size)]
         dist.all_gather(outs, parts[rank].to(dev))
         for r in range(world_size):
@@ -181,10 +60,10 @@ def _check_collectives(rank: int, world_size: int) -> None:
             out = torch.empty(world_size * 17, dtype=dtype, device=dev)
             gather(out, parts[rank].view(-1).to(dev))
             _assert_equal(out, torch.cat(parts, 1).view(-1), f"{gather.__name__} {dtype}")
-    big_part = _rank_tensor(rank, (3 << 20) // 4, torch.float32, salt=4)
+    big_part = rank_tensor(rank, (3 << 20) // 4, torch.float32, salt=4)
     out = torch.empty(world_size * big_part.numel(), device=dev)
     dist.all_gather_single(out, big_part.to(dev))
-    expected = torch.cat([_rank_tensor(r, big_part.numel(), torch.float32, salt=4)
+    expected = torch.cat([rank_tensor(r, big_part.numel(), torch.float32, salt=4)
                           for r in range(world_size)])
     _assert_equal(out, expected, "all_gather_into_tensor chunked")
     # reduce_scatter_tensor (_reduce_scatter_base).
@@ -192,12 +71,12 @@ def _check_collectives(rank: int, world_size: int) -> None:
                              (torch.int32, "max", 8), (torch.float16, "min", 8),
                              (torch.float32, "product", 8),
                              (torch.float32, "sum", (3 << 20) // 4 + 5)]:
-        inputs = [_rank_tensor(r, numel * world_size, dtype, salt=5) for r in range(world_size)]
+        inputs = [rank_tensor(r, numel * world_size, dtype, salt=5) for r in range(world_size)]
         out = torch.empty(numel, dtype=dtype, device=dev)
         # reduce_scatter_single: torch 2.13's name for reduce_scatter_tensor.
         scatter = dist.reduce_scatter_tensor if dtype == torch.int32 else dist.reduce_scatter_single
-        scatter(out, inputs[rank].to(dev), op=_op(op))
-        full = _expected_reduce(inputs, op)
+        scatter(out, inputs[rank].to(dev), op=reduce_op(op))
+        full = expected_reduce(inputs, op)
         _assert_equal(out, full[rank * numel:(rank + 1) * numel],
                       f"reduce_scatter_tensor {op} {dtype} {numel}")
     # reduce, gather, scatter to/from every root; all_to_all_single.
@@ -205,12 +84,12 @@ def _check_collectives(rank: int, world_size: int) -> None:
         for dtype, op, numel in [(torch.float32, "sum", 9), (torch.bfloat16, "max", 9),
                                  (torch.int64, "product", 9),
                                  (torch.float32, "sum", (5 << 20) // 4)]:
-            parts = [_rank_tensor(r, numel, dtype, salt=6) for r in range(world_size)]
+            parts = [rank_tensor(r, numel, dtype, salt=6) for r in range(world_size)]
             t = parts[rank].to(dev)
-            dist.reduce(t, dst=root, op=_op(op))
-            expected = _expected_reduce(parts, op) if rank == root else parts[rank]
+            dist.reduce(t, dst=root, op=reduce_op(op))
+            expected = expected_reduce(parts, op) if rank == root else parts[rank]
             _assert_equal(t, expected, f"reduce {op} {dtype} to {root}")
-        parts = [_rank_tensor(r, 11, torch.float16, salt=8) for r in range(world_size)]
+        parts = [rank_tensor(r, 11, torch.float16, salt=8) for r in range(world_size)]
         gather_list = ([torch.empty(11, dtype=torch.float16, device=dev) for _ in range(world_size)]
                        if rank == root else None)
         dist.gather(parts[rank].to(dev), gather_list, dst=root)
@@ -218,19 +97,19 @@ def _check_collectives(rank: int, world_size: int) -> None:
             for r in range(world_size):
                 _assert_equal(gather_list[r], parts[r], f"gather to {root} [{r}]")
         for numel in (13, (3 << 20) // 4):
-            chunks = [_rank_tensor(100 + d, numel, torch.float32, salt=9) for d in range(world_size)]
+            chunks = [rank_tensor(100 + d, numel, torch.float32, salt=9) for d in range(world_size)]
             out = torch.empty(numel, device=dev)
             dist.scatter(out, [c.to(dev) for c in chunks] if rank == root else None, src=root)
             _assert_equal(out, chunks[rank], f"scatter from {root} numel {numel}")
     # reduce_scatter (list form).
-    inputs = [[_rank_tensor(r, 6, torch.float32, salt=11 + d) for d in range(world_size)]
+    inputs = [[rank_tensor(r, 6, torch.float32, salt=11 + d) for d in range(world_size)]
               for r in range(world_size)]
     out = torch.empty(6, device=dev)
     dist.reduce_scatter(out, [x.to(dev) for x in inputs[rank]], op=dist.ReduceOp.AVG)
-    _assert_equal(out, _expected_reduce([inputs[r][rank] for r in range(world_size)], "avg"),
+    _assert_equal(out, expected_reduce([inputs[r][rank] for r in range(world_size)], "avg"),
                   "reduce_scatter list")
     for numel in (5, (3 << 20) // 8):
-        inputs = [_rank_tensor(r, numel * world_size, torch.int32, salt=10) for r in range(world_size)]
+        inputs = [rank_tensor(r, numel * world_size, torch.int32, salt=10) for r in range(world_size)]
         out = torch.empty(numel * world_size, dtype=torch.int32, device=dev)
         dist.all_to_all_single(out, inputs[rank].to(dev))
         expected = torch.cat([inputs[s][rank * numel:(rank + 1) * numel] for s in range(world_size)])
@@ -282,7 +161,7 @@ def _worker_mixed(rank: int, world_size: int) -> None:
     """"mydev:myccl,cpu:gloo": every collective on mydev, CPU through gloo."""
     import torch.distributed as dist
 
-    _init(rank, world_size, "mydev:myccl,cpu:gloo")
+    init_group(rank, world_size, "mydev:myccl,cpu:gloo")
     # torch 2.13 leaves the default backend type undefined for this spec
     # (and warns "No backend of type 0 found ..."); device_ext sets CUSTOM.
     assert dist.group.WORLD._get_backend_name() == "custom"
@@ -292,14 +171,14 @@ def _worker_mixed(rank: int, world_size: int) -> None:
     dist.all_reduce(c)
     assert torch.equal(c, torch.full((3,), float(sum(range(world_size)))))
     dist.destroy_process_group()
-    _exit_ok()
+    exit_ok()
 
 
 def _worker_myccl_then_default(rank: int, world_size: int) -> None:
     """backend="myccl", destroy, then init_process_group() with no backend."""
     import torch.distributed as dist
 
-    _init(rank, world_size, "myccl")
+    init_group(rank, world_size, "myccl")
     assert dist.get_backend() == "myccl"
     t = torch.full((5,), float(rank + 1), device="mydev")
     dist.all_reduce(t)
@@ -308,7 +187,7 @@ def _worker_myccl_then_default(rank: int, world_size: int) -> None:
     dist.destroy_process_group()
     # Again, with no backend named: mydev via myccl and CPU via gloo (torch
     # 2.13 alone maps only mydev and names GLOO the default type).
-    _init(rank, world_size, None)
+    init_group(rank, world_size, None)
     assert dist.group.WORLD._get_backend_name() == "custom"
     assert {d.type for d in dist.group.WORLD._device_types} == {"cpu", "mydev"}
     t = torch.full((5,), float(rank + 1), device="mydev")
@@ -322,25 +201,25 @@ def _worker_myccl_then_default(rank: int, world_size: int) -> None:
     assert [o.cpu().tolist() for o in out] == [[float(r)] * 2 for r in range(world_size)]
     dist.barrier()
     dist.destroy_process_group()
-    _exit_ok()
+    exit_ok()
 
 
 def _worker_four(rank: int, world_size: int) -> None:
     import torch.distributed as dist
 
-    _init(rank, world_size, "mydev:myccl,cpu:gloo")
+    init_group(rank, world_size, "mydev:myccl,cpu:gloo")
     for dtype, op in [(torch.float32, "sum"), (torch.bfloat16, "avg"), (torch.int64, "min")]:
-        parts = [_rank_tensor(r, 21, dtype) for r in range(world_size)]
+        parts = [rank_tensor(r, 21, dtype) for r in range(world_size)]
         t = parts[rank].to("mydev")
-        dist.all_reduce(t, op=_op(op))
-        _assert_equal(t, _expected_reduce(parts, op), f"4 ranks all_reduce {op} {dtype}")
-    inputs = [_rank_tensor(r, 4 * world_size, torch.float32, salt=7) for r in range(world_size)]
+        dist.all_reduce(t, op=reduce_op(op))
+        _assert_equal(t, expected_reduce(parts, op), f"4 ranks all_reduce {op} {dtype}")
+    inputs = [rank_tensor(r, 4 * world_size, torch.float32, salt=7) for r in range(world_size)]
     out = torch.empty(4, device="mydev")
     dist.reduce_scatter_single(out, inputs[rank].to("mydev"))
-    _assert_equal(out, _expected_reduce(inputs, "sum")[rank * 4:(rank + 1) * 4], "4 ranks rs")
+    _assert_equal(out, expected_reduce(inputs, "sum")[rank * 4:(rank + 1) * 4], "4 ranks rs")
     dist.barrier()
     dist.destroy_process_group()
-    _exit_ok()
+    exit_ok()
 
 
 def _worker_ddp(rank: int, world_size: int) -> None:
@@ -348,7 +227,7 @@ def _worker_ddp(rank: int, world_size: int) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    _init(rank, world_size, "mydev:myccl,cpu:gloo")
+    init_group(rank, world_size, "mydev:myccl,cpu:gloo")
     torch.manual_seed(0)
     reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
                                     torch.nn.Linear(16, 4)).double()
@@ -372,7 +251,7 @@ def _worker_ddp(rank: int, world_size: int) -> None:
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-12, atol=1e-12)
     dist.destroy_process_group()
-    _exit_ok()
+    exit_ok()
 
 
 def _worker_fsdp2(rank: int, world_size: int) -> None:
@@ -382,7 +261,7 @@ def _worker_fsdp2(rank: int, world_size: int) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    _init(rank, world_size, "mydev:myccl,cpu:gloo")
+    init_group(rank, world_size, "mydev:myccl,cpu:gloo")
     torch.manual_seed(0)
     reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
@@ -417,14 +296,14 @@ def _worker_fsdp2(rank: int, world_size: int) -> None:
     assert torch.equal(ra.cpu(), torch.full((3,), float(sum(range(1, world_size + 1)))))
     assert torch.equal(rb.cpu(), torch.full((5,), float(sum(range(2, world_size + 2)))))
     dist.destroy_process_group()
-    _exit_ok()
+    exit_ok()
 
 
 def _worker_peer_skips(rank: int, world_size: int) -> None:
     """Rank 1 never calls the collective: rank 0 fails within the timeout."""
     import torch.distributed as dist
 
-    _init(rank, world_size, "mydev:myccl,cpu:gloo", timeout_s=3)
+    init_group(rank, world_size, "mydev:myccl,cpu:gloo", timeout_s=3)
     if rank == 0:
         t = torch.ones(4, device="mydev")
         work = dist.all_reduce(t, async_op=True)
@@ -451,22 +330,21 @@ def _worker_peer_skips(rank: int, world_size: int) -> None:
         # The device itself still works.
         assert torch.equal((torch.ones(2, device="mydev") * 2).cpu(), torch.full((2,), 2.0))
     # Rank 1 just leaves (no destroy: the group is broken on rank 0).
-    _exit_ok()
+    exit_ok()
 
 
 def _worker_never_joins(rank: int, world_size: int) -> None:
     """Only rank 0 of 2 runs: init fails with the store's timeout error."""
-    import torch.distributed as dist
 
     start = time.monotonic()
     try:
-        _init(rank, world_size, "mydev:myccl,cpu:gloo", timeout_s=5)
+        init_group(rank, world_size, "mydev:myccl,cpu:gloo", timeout_s=5)
     except Exception as error:  # noqa: BLE001
         print("ERROR:", type(error).__name__, str(error).splitlines()[0])
     else:
         raise AssertionError("init_process_group succeeded without rank 1")
     print("ELAPSED", round(time.monotonic() - start, 1))
-    _exit_ok()
+    exit_ok()
 
 
 # ---------------------------------------------------------------- tests
@@ -481,28 +359,28 @@ def test_registered_lazily_without_importing_more():
 
 
 def test_collectives_mixed_backend_two_ranks():
-    _check_ok(_run_ranks("mixed", 2))
+    check_ok(run_ranks(__name__, "mixed", 2))
 
 
 def test_myccl_only_then_default_backend_reinit():
-    _check_ok(_run_ranks("myccl_then_default", 2))
+    check_ok(run_ranks(__name__, "myccl_then_default", 2))
 
 
 def test_four_ranks():
-    _check_ok(_run_ranks("four", 4))
+    check_ok(run_ranks(__name__, "four", 4))
 
 
 def test_ddp_matches_single_process():
-    _check_ok(_run_ranks("ddp", 2))
+    check_ok(run_ranks(__name__, "ddp", 2))
 
 
 def test_fsdp2_matches_single_process():
-    _check_ok(_run_ranks("fsdp2", 2))
+    check_ok(run_ranks(__name__, "fsdp2", 2))
 
 
 def test_peer_that_skips_a_collective_fails_with_clear_error():
-    results = _run_ranks("peer_skips", 2)
-    _check_ok(results)
+    results = run_ranks(__name__, "peer_skips", 2)
+    check_ok(results)
     out = results[0].stdout
     assert "ERROR: " in out, out
     error_line = next(line for line in out.splitlines() if line.startswith("ERROR:"))
@@ -513,13 +391,13 @@ def test_peer_that_skips_a_collective_fails_with_clear_error():
 
 
 def test_blocking_wait_raises_from_wait():
-    results = _run_ranks("peer_skips", 2, env={"MYCCL_BLOCKING_WAIT": "1"})
-    _check_ok(results)
+    results = run_ranks(__name__, "peer_skips", 2, env={"MYCCL_BLOCKING_WAIT": "1"})
+    check_ok(results)
     out = results[0].stdout
     assert "ERROR: myccl: allreduce timed out" in out, out
 
 
 def test_rank_that_never_joins_fails_init_within_timeout():
-    results = _run_ranks("never_joins", 2, ranks=[0], timeout=60)
-    _check_ok(results)
+    results = run_ranks(__name__, "never_joins", 2, ranks=[0], timeout=60)
+    check_ok(results)
     assert "ERROR:" in results[0].stdout, results[0].stdout
