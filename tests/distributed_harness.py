@@ -35,6 +35,9 @@ def run_ranks(module: str, worker: str, world_size: int, ranks: Optional[List[in
     ``module`` (in tests/) in one process per rank (``ranks``: only these);
     kills all of them after ``timeout``."""
     port = free_port()
+    # A second rendezvous (re-initializing after destroy_process_group) needs
+    # its own port: the first group's store server may still be shutting down.
+    spare_port = free_port()
     code = (
         "import sys; sys.path.insert(0, %r); import %s as t; "
         "t._worker_%s(int(sys.argv[1]), int(sys.argv[2]))" % (str(TESTS_DIR), module, worker)
@@ -43,6 +46,7 @@ def run_ranks(module: str, worker: str, world_size: int, ranks: Optional[List[in
     for rank in ranks if ranks is not None else range(world_size):
         full_env = dict(os.environ)
         full_env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                        SPARE_MASTER_PORT=str(spare_port),
                         PYTHONUNBUFFERED="1", **(env or {}))
         procs.append(subprocess.Popen(
             [sys.executable, "-c", code, str(rank), str(world_size)],

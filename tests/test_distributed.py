@@ -187,6 +187,7 @@ def _worker_myccl_then_default(rank: int, world_size: int) -> None:
     dist.destroy_process_group()
     # Again, with no backend named: mydev via myccl and CPU via gloo (torch
     # 2.13 alone maps only mydev and names GLOO the default type).
+    os.environ["MASTER_PORT"] = os.environ["SPARE_MASTER_PORT"]
     init_group(rank, world_size, None)
     assert dist.group.WORLD._get_backend_name() == "custom"
     assert {d.type for d in dist.group.WORLD._device_types} == {"cpu", "mydev"}

@@ -3,121 +3,17 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include "../aten/host_view.h"
-#include "../aten/kernel_launch.h"
-#include "../core/caching_allocator.h"
+#include "collective_checks.h"
+#include "reduction.h"
 
 namespace mydev::distributed {
 
 namespace {
 
 constexpr size_t kSlotBytes = ShmTransport::kSlotBytes;
-
-[[noreturn]] void throwDist(const std::string& message) {
-  C10_THROW_ERROR(DistBackendError, message);
-}
-
-void checkTensor(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "myccl: ", what,
-              " takes mydev tensors, got a tensor on ", t.device(),
-              " (use \"mydev:myccl,cpu:gloo\" for CPU tensors)");
-  TORCH_CHECK(t.layout() == c10::kStrided, "myccl: ", what, " takes dense tensors");
-  TORCH_CHECK(t.is_contiguous(), "myccl: ", what, " takes contiguous tensors");
-  switch (t.scalar_type()) {
-    case at::kFloat:
-    case at::kDouble:
-    case at::kHalf:
-    case at::kBFloat16:
-    case at::kByte:
-    case at::kChar:
-    case at::kShort:
-    case at::kInt:
-    case at::kLong:
-    case at::kBool:
-      break;
-    default:
-      TORCH_CHECK(false, "myccl: ", what, " does not support dtype ", t.scalar_type());
-  }
-}
-
-// One tensor per rank (`role`: "input" or "output" tensors of `what`), each
-// checked to be a mydev tensor with `like`'s size, dtype and device; returns
-// their flat host views, which the collective's kernel reads or writes.
-std::vector<at::Tensor> perRankViews(const std::vector<at::Tensor>& tensors,
-                                     const at::Tensor& like, const char* what,
-                                     const char* role) {
-  std::vector<at::Tensor> views;
-  views.reserve(tensors.size());
-  for (const at::Tensor& t : tensors) {
-    checkTensor(t, what);
-    TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type() &&
-                    t.device() == like.device(),
-                "myccl: ", what, " ", role, " tensors must match the ",
-                role == std::string("input") ? "output" : "input",
-                "'s size, dtype and device");
-    views.push_back(hostView(t).view(-1));
-  }
-  return views;
-}
-
-void checkReduceOp(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what) {
-  switch (op.op_) {
-    case c10d::ReduceOp::SUM:
-    case c10d::ReduceOp::PRODUCT:
-    case c10d::ReduceOp::MIN:
-    case c10d::ReduceOp::MAX:
-    case c10d::ReduceOp::AVG:
-      break;
-    default:
-      TORCH_CHECK(false, "myccl: ", what, " supports the reduce ops SUM, AVG, PRODUCT, "
-                  "MIN and MAX (not bitwise or PREMUL_SUM yet)");
-  }
-  TORCH_CHECK(dtype != at::kBool, "myccl: ", what, " does not reduce bool tensors");
-}
-
-// out = op over parts (rank 0 first, the same order on every rank, so every
-// rank gets bit-identical results). float16/bfloat16 accumulate in float32
-// and round once; other dtypes reduce in their own dtype. AVG divides the sum
-// by the world size (integers: truncating division).
-void reduceInto(const at::Tensor& out, const std::vector<at::Tensor>& parts,
-                c10d::ReduceOp::RedOpType op) {
-  const at::ScalarType dtype = out.scalar_type();
-  const bool reduced = dtype == at::kHalf || dtype == at::kBFloat16;
-  const at::ScalarType acc_type = reduced ? at::kFloat : dtype;
-  at::Tensor acc = parts[0].to(acc_type, /*non_blocking=*/false, /*copy=*/true);
-  for (size_t r = 1; r < parts.size(); ++r) {
-    const at::Tensor part = reduced ? parts[r].to(at::kFloat) : parts[r];
-    switch (op) {
-      case c10d::ReduceOp::SUM:
-      case c10d::ReduceOp::AVG:
-        acc.add_(part);
-        break;
-      case c10d::ReduceOp::PRODUCT:
-        acc.mul_(part);
-        break;
-      case c10d::ReduceOp::MIN:
-        at::minimum_out(acc, acc, part);
-        break;
-      case c10d::ReduceOp::MAX:
-        at::maximum_out(acc, acc, part);
-        break;
-      default:
-        TORCH_INTERNAL_ASSERT(false, "unchecked reduce op");
-    }
-  }
-  if (op == c10d::ReduceOp::AVG) {
-    const auto n = static_cast<int64_t>(parts.size());
-    if (at::isFloatingType(acc_type)) {
-      acc.div_(n);
-    } else {
-      acc.div_(at::Scalar(n), "trunc");
-    }
-  }
-  out.copy_(acc);
-}
 
 char* bytesOf(const at::Tensor& host_view) {
   return static_cast<char*>(host_view.data_ptr());
@@ -129,236 +25,38 @@ uint64_t chunksOf(int64_t numel, int64_t per_chunk) {
 
 }  // namespace
 
-// ---------------------------------------------------------------- WorkState
-
-void WorkState::finish(std::exception_ptr failure) {
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    done = true;
-    error = std::move(failure);
-  }
-  done_cv.notify_all();
-}
-
-bool WorkState::waitDone(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex);
-  if (timeout.count() <= 0) {
-    done_cv.wait(lock, [&] { return done; });
-    return true;
-  }
-  return done_cv.wait_for(lock, timeout, [&] { return done; });
-}
-
-// ---------------------------------------------------------------- MycclWork
-
-MycclWork::MycclWork(c10d::OpType type, const char* name, c10::Device device,
-                     std::vector<at::Tensor> outputs, std::shared_ptr<WorkState> state,
-                     std::shared_ptr<MydevEvent> done_event, bool blocking_wait,
-                     std::chrono::milliseconds timeout)
-    : c10d::Work(-1, type),
-      name_(name),
-      device_(device),
-      outputs_(std::move(outputs)),
-      state_(std::move(state)),
-      done_event_(std::move(done_event)),
-      blocking_wait_(blocking_wait),
-      timeout_(timeout),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()),
-          std::vector<c10::Device>{device})) {}
-
-bool MycclWork::isCompleted() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->done;
-}
-
-bool MycclWork::isSuccess() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->done && !state_->error;
-}
-
-std::exception_ptr MycclWork::exception() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->error;
-}
-
-std::vector<at::Tensor> MycclWork::result() { return outputs_; }
-
-void MycclWork::blockCurrentStream() {
-  done_event_->block(getCurrentStream(device_.index()));
-}
-
-void MycclWork::synchronize() { blockCurrentStream(); }
-
-bool MycclWork::wait(std::chrono::milliseconds timeout) {
-  blockCurrentStream();
-  if (blocking_wait_ || timeout != ::kNoTimeout) {
-    // The kernel gives up by itself after the group timeout; the margin
-    // covers a loaded machine.
-    const auto limit = timeout != ::kNoTimeout
-                           ? timeout
-                           : timeout_ + std::chrono::milliseconds(30000);
-    if (!state_->waitDone(limit)) {
-      throwDist(c10::str("myccl: wait() on ", name_, " timed out after ",
-                         limit.count(), " ms"));
-    }
-    // Reports (and so clears) the failure the kernel left on the device,
-    // which a later synchronizing call would raise again otherwise.
-    done_event_->synchronize();
-  }
-  std::exception_ptr error;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    error = state_->error;
-  }
-  if (error) {
-    std::rethrow_exception(error);
-  }
-  return true;
-}
-
-c10::intrusive_ptr<c10::ivalue::Future> MycclWork::getFuture() { return future_; }
-
 // ---------------------------------------------------------------- MycclBackend
 
 MycclBackend::MycclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                            int size, std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size),
-      options_(c10::make_intrusive<Options>("myccl", timeout)),
-      transport_(std::make_unique<ShmTransport>(store, rank, size, timeout)),
-      timeout_(timeout),
-      broken_(std::make_shared<std::atomic<bool>>(false)) {
-  const char* blocking = std::getenv("MYCCL_BLOCKING_WAIT");
-  blocking_wait_ = blocking != nullptr && std::strcmp(blocking, "1") == 0;
-  queue_ = std::make_shared<WatchQueue>();
-  std::thread([queue = queue_] { watch(queue); }).detach();
+    : CommStreamBackend(rank, size, timeout),
+      transport_(std::make_unique<ShmTransport>(store, rank, size, timeout)) {}
+
+MycclBackend::~MycclBackend() { drain(); }
+
+c10::intrusive_ptr<c10d::Backend> MycclBackend::createSubgroup(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout) {
+  return c10::make_intrusive<MycclBackend>(store, rank, size, timeout);
 }
 
-MycclBackend::~MycclBackend() {
-  if (stream_) {
-    try {
-      // Kernels use the transport: let them finish (each gives up after the
-      // timeout at worst).
-      stream_->synchronize();
-    } catch (...) {
-    }
-  }
-  {
-    std::lock_guard<std::mutex> lock(queue_->mutex);
-    queue_->stopping = true;
-  }
-  // The watcher completes what is queued and exits by itself.
-  queue_->cv.notify_all();
-}
+void MycclBackend::abortPeers() { transport_->abort(); }
 
-void MycclBackend::setTimeout(std::chrono::milliseconds timeout) {
-  timeout_ = timeout;
-  options_->timeout = timeout;
+void MycclBackend::onTimeoutChanged(std::chrono::milliseconds timeout) {
   transport_->setTimeout(timeout);
 }
 
-void MycclBackend::watch(const std::shared_ptr<WatchQueue>& queue) {
-  for (;;) {
-    Pending item;
-    {
-      std::unique_lock<std::mutex> lock(queue->mutex);
-      queue->cv.wait(lock, [&] { return queue->stopping || !queue->pending.empty(); });
-      if (queue->pending.empty()) {
-        return;
-      }
-      item = std::move(queue->pending.front());
-      queue->pending.pop_front();
-    }
-    item.state->waitDone(std::chrono::milliseconds(0));
-    std::exception_ptr error;
-    {
-      std::lock_guard<std::mutex> lock(item.state->mutex);
-      error = item.state->error;
-    }
-    try {
-      if (error) {
-        item.future->setError(error);
-      } else {
-        item.future->markCompleted(c10::IValue(item.outputs));
-      }
-    } catch (...) {
-      // A callback failing must not kill the watcher.
-    }
-  }
-}
-
-MydevStream MycclBackend::commStream(c10::Device device) {
-  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1,
-              "myccl handles mydev tensors only, got ", device);
-  if (!device_) {
-    device_ = device;
-    stream_ = getStreamFromPool(0, device.index());
-  }
-  TORCH_CHECK(*device_ == device, "myccl: a process group uses one device per process; "
-              "this one is bound to ", *device_, ", got a tensor on ", device);
-  return *stream_;
-}
-
-c10::intrusive_ptr<c10d::Work> MycclBackend::launch(
+c10::intrusive_ptr<c10d::Work> MycclBackend::launchSteps(
     c10d::OpType type, const char* name, c10::Device device,
     const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
     uint64_t steps, std::function<void(uint64_t)> body) {
-  if (broken_->load()) {
-    throwDist(c10::str("myccl: ", name, " on rank ", rank_,
-                       ": an earlier collective of this process group failed; "
-                       "destroy the group and create a new one"));
-  }
-  const MydevStream stream = commStream(device);
-  const MydevStream caller = getCurrentStream(device.index());
-  {
-    // The wait task keeps the recorded point alive; the event may go now.
-    MydevEvent ready;
-    ready.record(caller);
-    ready.block(stream);
-  }
-  for (const auto* list : {&inputs, &outputs}) {
-    for (const at::Tensor& t : *list) {
-      if (t.defined() && t.storage().data_ptr().get() != nullptr) {
-        cachingAllocator().recordStream(t.storage().data_ptr(), stream);
-      }
-    }
-  }
+  // Every rank numbers its steps alike, so nothing that can fail on one rank
+  // only may come between reserving them and launching.
+  checkLaunchable(name, device);
   const uint64_t first = next_step_;
   next_step_ += steps;
-  ++collectives_;
-  auto state = std::make_shared<WorkState>();
-  ShmTransport* transport = transport_.get();
-  const int rank = rank_;
-  launchKernel(name, stream,
-               [body = std::move(body), state, broken = broken_, transport, first,
-                name, rank] {
-                 try {
-                   if (broken->load()) {
-                     throwDist(c10::str("myccl: ", name, " on rank ", rank,
-                                        ": an earlier collective of this process "
-                                        "group failed"));
-                   }
-                   body(first);
-                 } catch (...) {
-                   broken->store(true);
-                   transport->abort();
-                   state->finish(std::current_exception());
-                   throw;
-                 }
-                 state->finish(nullptr);
-               });
-  auto done = std::make_shared<MydevEvent>();
-  done->record(stream);
-  // barrier() is a host barrier (as NCCL's, whose wait synchronizes).
-  const bool blocking = blocking_wait_ || type == c10d::OpType::BARRIER;
-  auto work = c10::make_intrusive<MycclWork>(type, name, device, outputs, state, done,
-                                             blocking, timeout_);
-  {
-    std::lock_guard<std::mutex> lock(queue_->mutex);
-    queue_->pending.push_back(Pending{state, work->future(), outputs});
-  }
-  queue_->cv.notify_all();
-  return work;
+  return launch(type, name, device, inputs, outputs,
+                [body = std::move(body), first] { body(first); });
 }
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(std::vector<at::Tensor>& tensors,
@@ -374,7 +72,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(std::vector<at::Tensor>& 
   const uint64_t steps = chunksOf(numel, per);
   ShmTransport* transport = transport_.get();
   const auto op = opts.reduceOp.op_;
-  return launch(c10d::OpType::ALLREDUCE, "allreduce", tensor.device(), tensors, tensors,
+  return launchSteps(c10d::OpType::ALLREDUCE, "allreduce", tensor.device(), tensors, tensors,
                 steps, [=](uint64_t first) {
                   const int size = transport->size();
                   for (uint64_t c = 0; c < steps; ++c) {
@@ -412,7 +110,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::broadcast(std::vector<at::Tensor>& 
   const uint64_t steps = chunksOf(numel, per);
   ShmTransport* transport = transport_.get();
   const int root = static_cast<int>(opts.rootRank);
-  return launch(c10d::OpType::BROADCAST, "broadcast", tensor.device(), tensors, tensors,
+  return launchSteps(c10d::OpType::BROADCAST, "broadcast", tensor.device(), tensors, tensors,
                 steps, [=](uint64_t first) {
                   const bool is_root = transport->rank() == root;
                   for (uint64_t c = 0; c < steps; ++c) {
@@ -478,7 +176,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allgather(
   const std::vector<at::Tensor> views = perRankViews(outputs, input, "allgather", "output");
   const int64_t per = static_cast<int64_t>(kSlotBytes) / input.element_size();
   const uint64_t steps = chunksOf(input.numel(), per);
-  return launch(c10d::OpType::ALLGATHER, "allgather", input.device(), input_tensors,
+  return launchSteps(c10d::OpType::ALLGATHER, "allgather", input.device(), input_tensors,
                 outputs, steps,
                 allgatherBody(transport_.get(), hostView(input).view(-1), views,
                               "allgather", steps));
@@ -502,7 +200,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::_allgather_base(
   }
   const int64_t per = static_cast<int64_t>(kSlotBytes) / input_buffer.element_size();
   const uint64_t steps = chunksOf(input_buffer.numel(), per);
-  return launch(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", input_buffer.device(),
+  return launchSteps(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", input_buffer.device(),
                 {input_buffer}, {output_buffer}, steps,
                 allgatherBody(transport_.get(), hostView(input_buffer).view(-1), views,
                               "_allgather_base", steps));
@@ -554,7 +252,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::_reduce_scatter_base(
   const uint64_t steps = chunksOf(numel, per);
   ShmTransport* transport = transport_.get();
   const auto op = opts.reduceOp.op_;
-  return launch(
+  return launchSteps(
       c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", input_tensor.device(),
       {input_tensor}, {output_tensor}, steps, [=](uint64_t first) {
         const int rank = transport->rank();
@@ -599,7 +297,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::reduce(std::vector<at::Tensor>& ten
   ShmTransport* transport = transport_.get();
   const auto op = opts.reduceOp.op_;
   const int root = static_cast<int>(opts.rootRank);
-  return launch(c10d::OpType::REDUCE, "reduce", tensor.device(), tensors, tensors, steps,
+  return launchSteps(c10d::OpType::REDUCE, "reduce", tensor.device(), tensors, tensors, steps,
                 [=](uint64_t first) {
                   const int size = transport->size();
                   for (uint64_t c = 0; c < steps; ++c) {
@@ -653,7 +351,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::gather(
   const int64_t numel = input.numel();
   const uint64_t steps = chunksOf(numel, per);
   ShmTransport* transport = transport_.get();
-  return launch(c10d::OpType::GATHER, "gather", input.device(), input_tensors, outputs, steps,
+  return launchSteps(c10d::OpType::GATHER, "gather", input.device(), input_tensors, outputs, steps,
                 [=](uint64_t first) {
                   for (uint64_t c = 0; c < steps; ++c) {
                     const int64_t off = static_cast<int64_t>(c) * per;
@@ -704,7 +402,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::scatter(
   const int64_t numel = output.numel();
   const uint64_t steps = chunksOf(numel, per);
   ShmTransport* transport = transport_.get();
-  return launch(c10d::OpType::SCATTER, "scatter", output.device(), inputs, output_tensors,
+  return launchSteps(c10d::OpType::SCATTER, "scatter", output.device(), inputs, output_tensors,
                 steps, [=](uint64_t first) {
                   const int rank = transport->rank();
                   for (uint64_t c = 0; c < steps; ++c) {
@@ -752,7 +450,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall_base(
   const int64_t numel = input_buffer.numel() / size;  // per destination
   const uint64_t steps = chunksOf(numel, per);
   ShmTransport* transport = transport_.get();
-  return launch(c10d::OpType::ALLTOALL_BASE, "all_to_all", input_buffer.device(),
+  return launchSteps(c10d::OpType::ALLTOALL_BASE, "all_to_all", input_buffer.device(),
                 {input_buffer}, {output_buffer}, steps, [=](uint64_t first) {
                   const int rank = transport->rank();
                   for (uint64_t c = 0; c < steps; ++c) {
@@ -779,70 +477,9 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall_base(
                 });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::coalesced(
-    c10d::OpType type, const char* name,
-    const std::vector<c10::intrusive_ptr<c10d::Work>>& works,
-    const std::vector<at::Tensor>& outputs) {
-  if (works.empty()) {
-    const c10::Device device = device_.value_or(
-        c10::Device(c10::DeviceType::PrivateUse1, currentDevice()));
-    return launch(type, name, device, {}, {}, 0, [](uint64_t) {});
-  }
-  auto last = c10::static_intrusive_pointer_cast<MycclWork>(works.back());
-  auto work = c10::make_intrusive<MycclWork>(type, name, last->device(), outputs,
-                                             last->state(), last->doneEvent(),
-                                             blocking_wait_, timeout_);
-  {
-    std::lock_guard<std::mutex> lock(queue_->mutex);
-    queue_->pending.push_back(Pending{last->state(), work->future(), outputs});
-  }
-  queue_->cv.notify_all();
-  return work;
-}
-
-c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce_coalesced(
-    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  for (at::Tensor& tensor : tensors) {
-    std::vector<at::Tensor> one{tensor};
-    works.push_back(allreduce(one, opts));
-  }
-  return coalesced(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", works, tensors);
-}
-
-c10::intrusive_ptr<c10d::Work> MycclBackend::allgather_into_tensor_coalesced(
-    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(outputs.size() == inputs.size(),
-              "myccl: allgather_into_tensor_coalesced needs as many outputs as inputs");
-  std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    works.push_back(_allgather_base(outputs[i], inputs[i], opts));
-  }
-  return coalesced(c10d::OpType::COALESCED, "allgather_into_tensor_coalesced", works, outputs);
-}
-
-c10::intrusive_ptr<c10d::Work> MycclBackend::reduce_scatter_tensor_coalesced(
-    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK(outputs.size() == inputs.size(),
-              "myccl: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
-  std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    works.push_back(_reduce_scatter_base(outputs[i], inputs[i], opts));
-  }
-  return coalesced(c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced", works,
-                   outputs);
-}
-
 c10::intrusive_ptr<c10d::Work> MycclBackend::barrier(const c10d::BarrierOptions& opts) {
-  c10::Device device = device_.value_or(
-      c10::Device(c10::DeviceType::PrivateUse1, currentDevice()));
-  if (!device_ && opts.device && opts.device->type() == c10::DeviceType::PrivateUse1) {
-    device = *opts.device;
-  }
   ShmTransport* transport = transport_.get();
-  return launch(c10d::OpType::BARRIER, "barrier", device, {}, {}, 1,
+  return launchSteps(c10d::OpType::BARRIER, "barrier", defaultDevice(opts.device), {}, {}, 1,
                 [transport](uint64_t first) {
                   transport->step(first, "barrier", nullptr, nullptr);
                 });

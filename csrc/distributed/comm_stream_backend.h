@@ -1,0 +1,143 @@
+// What every myccl backend shares, whatever moves the bytes: collectives run
+// as kernels on a communication stream, in stream order, like NCCL's.
+//
+// A collective records an event on the caller's current mydev stream, the
+// backend's communication stream (a pool stream) waits on it, the exchange
+// runs as a kernel on the communication stream and a completion event is
+// recorded after it. Work::wait() makes the caller's current stream wait on
+// that event (and, with MYCCL_BLOCKING_WAIT=1 or an explicit timeout, also
+// blocks the host until the collective finished and raises its error). The
+// Work's future completes (or fails) when the kernel has finished, from a
+// watcher thread.
+//
+// Subclasses implement the collectives with launch() and say how to reach
+// the peers: the same-host shared-memory backend (myccl_backend.h) and the
+// cross-host one.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "../core/mydev_stream.h"
+#include "myccl_work.h"
+
+namespace mydev::distributed {
+
+class CommStreamBackend : public c10d::Backend {
+ public:
+  ~CommStreamBackend() override;
+
+  const std::string getBackendName() const override { return "myccl"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return collectives_; }
+
+  // The *_coalesced collectives (functional collectives, FSDP2): one
+  // collective per tensor, in order on the communication stream; the Work
+  // completes with the last one (an earlier failure fails every later one).
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts =
+          c10d::AllreduceCoalescedOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+
+  // Coalescing (torch.distributed's _coalescing_manager, batch_isend_irecv):
+  // the operations between start and end are launched as they come, in
+  // order; endCoalescing() returns one Work for all of them.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+  // Subgroups without a new rendezvous of the parent (a 2-D DeviceMesh
+  // created with init_process_group(device_id=...)).
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(
+      const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+      const c10::intrusive_ptr<Options>& opts) override;
+
+ protected:
+  CommStreamBackend(int rank, int size, std::chrono::milliseconds timeout);
+
+  // A backend of the same kind for the subgroup this rank is `rank` of.
+  virtual c10::intrusive_ptr<c10d::Backend> createSubgroup(
+      const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+      std::chrono::milliseconds timeout) = 0;
+  // Runs on the communication stream after a collective failed on this
+  // rank: tells the peers to stop waiting for it.
+  virtual void abortPeers() = 0;
+  virtual void onTimeoutChanged(std::chrono::milliseconds /*timeout*/) {}
+
+  // Fails at once if the group is broken or `device` is not the one this
+  // group is bound to (binding it on first use); call before anything that
+  // must stay in step with the peers.
+  void checkLaunchable(const char* name, c10::Device device);
+  // Events, stream order, recordStream, kernel launch, Work and future;
+  // `body` runs on the communication stream.
+  c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* name,
+                                        c10::Device device,
+                                        const std::vector<at::Tensor>& inputs,
+                                        const std::vector<at::Tensor>& outputs,
+                                        std::function<void()> body);
+  // Waits until the communication stream is idle. Subclass destructors call
+  // it first: queued kernels use the subclass's transport.
+  void drain() noexcept;
+  // The device of this group's collectives that carry no tensor (barrier).
+  c10::Device defaultDevice(const std::optional<c10::Device>& hint) const;
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  struct Pending {
+    std::shared_ptr<WorkState> state;
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+    std::vector<at::Tensor> outputs;
+  };
+  // Shared with the watcher thread, which is detached at destruction: a
+  // future's callback may be Python code that needs the GIL, which the
+  // thread destroying the backend may hold, so joining could deadlock.
+  struct WatchQueue {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<Pending> pending;
+    bool stopping = false;
+  };
+
+  MydevStream commStream(c10::Device device);
+  c10::intrusive_ptr<c10d::Work> coalesced(
+      c10d::OpType type, const char* name,
+      const std::vector<c10::intrusive_ptr<c10d::Work>>& works,
+      const std::vector<at::Tensor>& outputs);
+  void watchCompletion(const c10::intrusive_ptr<MycclWork>& work,
+                       const std::vector<at::Tensor>& outputs);
+  static void watch(const std::shared_ptr<WatchQueue>& queue);
+
+  c10::intrusive_ptr<Options> options_;
+  std::chrono::milliseconds timeout_;
+  bool blocking_wait_;
+  std::optional<c10::Device> device_;
+  std::optional<MydevStream> stream_;
+  uint64_t collectives_ = 0;
+  // Set (from the executor) once a collective failed: the peers are out of
+  // step, so later collectives fail at once.
+  std::shared_ptr<std::atomic<bool>> broken_;
+  std::shared_ptr<WatchQueue> queue_;
+  // Works launched since startCoalescing(), while coalescing.
+  std::optional<std::vector<c10::intrusive_ptr<c10d::Work>>> coalescing_;
+};
+
+}  // namespace mydev::distributed
