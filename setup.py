@@ -74,5 +74,8 @@ setup(
         # Called at the end of `import torch` (TORCH_DEVICE_BACKEND_AUTOLOAD=0
         # turns it off).
         "torch.backends": ["device_ext = device_ext:_autoload"],
+        # Triton imports <value>.compiler and <value>.driver (the mydev
+        # Triton backend; only when triton is installed and imported).
+        "triton.backends": ["mydev = device_ext.triton_backend"],
     },
 )

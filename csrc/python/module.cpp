@@ -17,6 +17,7 @@
 #include "../custom_ops/custom_ops.h"
 #include "../distributed/myccl_backend.h"
 #include "compiled_kernel_abi.h"
+#include "triton_launch_bindings.h"
 
 namespace py = pybind11;
 
@@ -229,6 +230,8 @@ PYBIND11_MODULE(_C, m) {
         py::arg("grad_out"), py::arg("cos"), py::arg("sin"),
         py::call_guard<py::gil_scoped_release>());
   m.def("_fused_kernels_isa", &custom_ops::fusedKernelsIsa);
+
+  bindTritonLaunch(m);  // device_ext/triton_backend launches through it
 
   // The myccl c10d backend (device_ext/distributed.py registers it). The
   // base class is the one torch binds in torch._C._distributed_c10d.

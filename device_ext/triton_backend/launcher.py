@@ -1,0 +1,82 @@
+"""``MydevLauncher``: what ``CompiledKernel.run`` calls for a mydev kernel.
+
+A launch checks the arguments on the host (every tensor on the stream's
+device), then runs the kernel at the launch's place in the stream's order:
+the stream is parked by a placeholder kernel while this thread executes the
+programs (``_C._run_in_stream_order``). Work enqueued on the stream before
+the launch is complete and visible; work enqueued after it (eager ops, event
+records, other threads' launches) waits for it. The call returns once the
+kernel ran, and a failing kernel raises ``TritonKernelError`` here, leaving
+the stream and the device usable.
+"""
+
+from typing import Any, Callable, List, Optional, Tuple
+
+import torch
+from triton.runtime.jit import JITFunction, TensorWrapper
+
+from .. import _C
+from . import executor
+
+LaunchHook = Optional[Callable[[Any], None]]
+
+
+def _memory_ranges(kernel: JITFunction, name: str, args: Tuple[Any, ...], device: int) -> List[Tuple[int, int]]:
+    """The memory the kernel may touch: its tensor arguments' storages, each
+    checked to be on the launch's device."""
+    ranges = []
+
+    def visit(param_name: str, value: Any) -> None:
+        if isinstance(value, tuple):
+            for item in value:
+                visit(param_name, item)
+            return
+        if isinstance(value, TensorWrapper):  # triton.reinterpret(tensor, dtype)
+            value = value.base
+        if not isinstance(value, torch.Tensor):
+            return
+        if value.device.type != "mydev":
+            raise ValueError(
+                f"Triton kernel '{name}': argument '{param_name}' is a {value.device} tensor, but the "
+                f"kernel runs on mydev:{device}; pass mydev tensors (e.g. x.to('mydev:{device}'))")
+        if value.device.index != device:
+            raise ValueError(
+                f"Triton kernel '{name}': argument '{param_name}' is on {value.device}, but the kernel "
+                f"runs on mydev:{device} (the current device); launch it under "
+                f"torch.mydev.device({value.device.index})")
+        storage = value.untyped_storage()
+        ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+
+    for param, value in zip(kernel.params, args):
+        visit(param.name, value)
+    return ranges
+
+
+class MydevLauncher:
+
+    def __init__(self, src: Any, metadata: Any) -> None:
+        kernel = getattr(src, "fn", None)
+        if not isinstance(kernel, JITFunction):
+            raise NotImplementedError(
+                f"Triton kernel '{metadata.name}': the mydev simulator executes kernels compiled from "
+                "their Python source (triton.compile of an ASTSource / @triton.jit), not from IR files")
+        self._kernel = kernel
+        self._name = metadata.name
+
+    def __call__(self, grid_x: int, grid_y: int, grid_z: int, stream: int, function: Any,
+                 packed_metadata: Any, launch_metadata: Any, enter_hook: LaunchHook, exit_hook: LaunchHook,
+                 *args: Any) -> None:
+        if len(args) != len(self._kernel.params):
+            raise TypeError(f"Triton kernel '{self._name}' takes {len(self._kernel.params)} arguments "
+                            f"(constexprs included), got {len(args)}")
+        device = _C._stream_device(stream)
+        ranges = _memory_ranges(self._kernel, self._name, args, device)
+        grid = (grid_x, grid_y, grid_z)
+        if min(grid) <= 0:
+            return  # an empty grid launches nothing, as on GPUs
+        if enter_hook is not None:
+            enter_hook(launch_metadata)
+        _C._run_in_stream_order(
+            stream, self._name, lambda: executor.execute(self._kernel, self._name, grid, args, ranges))
+        if exit_hook is not None:
+            exit_hook(launch_metadata)
