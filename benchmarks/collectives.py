@@ -37,10 +37,15 @@ that has not finished within its time limit (those rows then show ERROR), so
 the benchmark cannot hang. Ranks end with ``os._exit(0)`` (see
 tests/test_distributed.py: gloo can abort the interpreter at exit).
 
-Not measured: myccl's cross-host path (it does not exist yet: myccl only
-works between ranks on one host, through shared memory). The simulator runs
-every rank's device streams on host threads, so with 4 ranks on a 2-core
-machine ranks compete for cores; gloo runs on the same cores.
+Which myccl algorithm runs: messages below 256 KiB are staged through the
+shared segment's slots, larger ones read the peers' device memory directly
+(peer-memory handles, no staging copy); see csrc/distributed/myccl_backend.h.
+
+Not measured: myccl's cross-host path (``MYCCL_TRANSPORT=gloo``, myccl over
+gloo's TCP transport); it was not in the committed tree when this benchmark
+last changed. The simulator runs every rank's device streams on host
+threads, so with 4 ranks on a 2-core machine ranks compete for cores; gloo
+runs on the same cores.
 
     python benchmarks/collectives.py               # full run, about 2 minutes (2-core host)
     python benchmarks/collectives.py --quick       # short run, about 25 s

@@ -348,6 +348,259 @@ def _worker_never_joins(rank: int, world_size: int) -> None:
     exit_ok()
 
 
+# ------------------------------------------------- new collectives, algorithms
+
+# Sizes around the staged/direct crossover (256 KiB of float32 = 65536
+# elements), not multiples of the world size, and one larger than a 4 MiB
+# staging slot (chunked).
+CROSSOVER_NUMELS = [7, 65536 + 3, (5 << 20) // 4 + 7]
+
+
+def _algorithm_counts() -> dict:
+    import torch.distributed as dist
+
+    return dist.group.WORLD._get_backend(torch.device("mydev")).algorithm_counts()
+
+
+def _check_sized_collectives(rank: int, world_size: int) -> None:
+    """all_reduce, broadcast, all_gather and reduce_scatter across the
+    algorithm crossover, in several dtypes, against CPU references."""
+    import torch.distributed as dist
+
+    dev = torch.device("mydev", 0)
+    for numel in CROSSOVER_NUMELS:
+        for dtype, op in [(torch.float32, "sum"), (torch.bfloat16, "avg"),
+                          (torch.float16, "max"), (torch.int32, "product"),
+                          (torch.float32, "min")]:
+            parts = [rank_tensor(r, numel, dtype, salt=20) for r in range(world_size)]
+            t = parts[rank].to(dev)
+            dist.all_reduce(t, op=reduce_op(op))
+            _assert_equal(t, expected_reduce(parts, op), f"all_reduce {op} {dtype} {numel}")
+        src = rank_tensor(1, numel, torch.float16, salt=21)
+        t = (src if rank == 1 else torch.zeros(numel, dtype=torch.float16)).to(dev)
+        dist.broadcast(t, src=1)
+        _assert_equal(t, src, f"broadcast {numel}")
+        parts = [rank_tensor(r, numel, torch.bfloat16, salt=22) for r in range(world_size)]
+        out = torch.empty(world_size * numel, dtype=torch.bfloat16, device=dev)
+        dist.all_gather_into_tensor(out, parts[rank].to(dev))
+        _assert_equal(out, torch.cat(parts), f"all_gather_into_tensor {numel}")
+        # In place, as FSDP2 does: the input is this rank's slice of the output.
+        out = torch.cat(parts).to(dev) if rank == 0 else torch.zeros(world_size * numel, dtype=torch.bfloat16, device=dev)
+        if rank != 0:
+            out[rank * numel:(rank + 1) * numel] = parts[rank].to(dev)
+        dist.all_gather_into_tensor(out, out[rank * numel:(rank + 1) * numel])
+        _assert_equal(out, torch.cat(parts), f"all_gather in place {numel}")
+        outs = [torch.empty(numel, device=dev) for _ in range(world_size)]
+        fparts = [rank_tensor(r, numel, torch.float32, salt=23) for r in range(world_size)]
+        dist.all_gather(outs, fparts[rank].to(dev))
+        for r in range(world_size):
+            _assert_equal(outs[r], fparts[r], f"all_gather list {numel} [{r}]")
+        for dtype, op in [(torch.float32, "sum"), (torch.float16, "avg"), (torch.int64, "max")]:
+            inputs = [rank_tensor(r, numel * world_size, dtype, salt=24) for r in range(world_size)]
+            out = torch.empty(numel, dtype=dtype, device=dev)
+            dist.reduce_scatter_tensor(out, inputs[rank].to(dev), op=reduce_op(op))
+            full = expected_reduce(inputs, op)
+            _assert_equal(out, full[rank * numel:(rank + 1) * numel],
+                          f"reduce_scatter_tensor {op} {dtype} {numel}")
+
+
+def _check_all_to_all(rank: int, world_size: int) -> None:
+    """all_to_all (list, a different size per pair) and all_to_all_single
+    with split sizes (rows of a 2-D tensor), small and large."""
+    import torch.distributed as dist
+
+    dev = torch.device("mydev", 0)
+
+    def piece(src: int, dst: int, scale: int, dtype: torch.dtype) -> torch.Tensor:
+        return rank_tensor(100 * src + dst, scale * (src + 1) + 3 * dst, dtype, salt=30)
+
+    for scale, dtype in [(5, torch.float32), (70001, torch.bfloat16), (3, torch.int64)]:
+        inputs = [piece(rank, d, scale, dtype).to(dev) for d in range(world_size)]
+        outputs = [torch.empty(piece(s, rank, scale, dtype).numel(), dtype=dtype, device=dev)
+                   for s in range(world_size)]
+        dist.all_to_all(outputs, inputs)
+        for s in range(world_size):
+            _assert_equal(outputs[s], piece(s, rank, scale, dtype), f"all_to_all {scale} from {s}")
+    for rows_scale in (1, 9000):
+        width = 7
+        send_rows = [rows_scale * (rank + d + 1) for d in range(world_size)]
+        recv_rows = [rows_scale * (s + rank + 1) for s in range(world_size)]
+        full = [rank_tensor(s, sum(rows_scale * (s + d + 1) for d in range(world_size)) * width,
+                            torch.float32, salt=31).view(-1, width) for s in range(world_size)]
+        out = torch.empty(sum(recv_rows), width, device=dev)
+        dist.all_to_all_single(out, full[rank].to(dev), output_split_sizes=recv_rows,
+                               input_split_sizes=send_rows)
+        expected = []
+        for s in range(world_size):
+            start = sum(rows_scale * (s + d + 1) for d in range(rank))
+            expected.append(full[s][start:start + rows_scale * (s + rank + 1)])
+        _assert_equal(out, torch.cat(expected), f"all_to_all_single splits x{rows_scale}")
+
+
+def _check_point_to_point(rank: int, world_size: int) -> None:
+    """send/recv with tags, isend/irecv crossing on one stream, and a ring
+    exchange through batch_isend_irecv with receives listed first and
+    messages larger than a channel holds."""
+    import torch.distributed as dist
+
+    dev = torch.device("mydev", 0)
+    nxt, prv = (rank + 1) % world_size, (rank - 1) % world_size
+    # Blocking ring: even ranks send first, odd ranks receive first.
+    msg = rank_tensor(rank, 1000, torch.float32, salt=40).to(dev)
+    got = torch.empty(1000, device=dev)
+    if rank % 2 == 0:
+        dist.send(msg, dst=nxt, tag=7)
+        dist.recv(got, src=prv, tag=7)
+    else:
+        dist.recv(got, src=prv, tag=7)
+        dist.send(msg, dst=nxt, tag=7)
+    _assert_equal(got, rank_tensor(prv, 1000, torch.float32, salt=40), "send/recv ring")
+    # Every rank sends, then receives, on the one communication stream: the
+    # sends are eager, so this cannot deadlock.
+    for numel in (0, 3, 60000):
+        out = rank_tensor(rank, numel, torch.int16, salt=41).to(dev)
+        into = torch.empty(numel, dtype=torch.int16, device=dev)
+        works = [dist.isend(out, dst=nxt), dist.irecv(into, src=prv)]
+        for work in works:
+            work.wait()
+        _assert_equal(into, rank_tensor(prv, numel, torch.int16, salt=41), f"isend/irecv {numel}")
+    # batch_isend_irecv: receives first in the list, 1 MiB messages (more
+    # than the 256 KiB a channel holds), two messages per pair in order.
+    for numel in (17, 1 << 18):
+        a = rank_tensor(rank, numel, torch.float32, salt=42).to(dev)
+        b = rank_tensor(rank, numel, torch.float32, salt=43).to(dev)
+        ra, rb = torch.empty_like(a), torch.empty_like(b)
+        ops = [dist.P2POp(dist.irecv, ra, prv), dist.P2POp(dist.irecv, rb, prv),
+               dist.P2POp(dist.isend, a, nxt), dist.P2POp(dist.isend, b, nxt)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+        _assert_equal(ra, rank_tensor(prv, numel, torch.float32, salt=42), f"batch a {numel}")
+        _assert_equal(rb, rank_tensor(prv, numel, torch.float32, salt=43), f"batch b {numel}")
+
+
+def _check_peer_memory_runtime(rank: int) -> None:
+    """The driver's IPC handles: rank 0 shares a device buffer, rank 1 maps
+    it and reads what rank 0 wrote (gloo on CPU carries the handle)."""
+    import ctypes
+
+    import torch.distributed as dist
+    from device_ext import _C
+
+    assert torch.mydev.get_device_properties(0).can_map_peer_memory
+    data = torch.arange(4096, dtype=torch.int32, device="mydev") * (rank + 3)
+    torch.mydev.synchronize()
+    handle = _C._ipc_get_mem_handle(data)
+    # A handle names the whole allocation (the caching allocator's block);
+    # this process's own handle opens to its own block.
+    offset = data.data_ptr() - _C._ipc_open_mem_handle(handle)
+    assert offset >= 0
+    shared = [None, None]
+    dist.all_gather_object(shared, (handle, offset))
+    peer = 1 - rank
+    peer_handle, peer_offset = shared[peer]
+    ptr = _C._ipc_open_mem_handle(peer_handle)
+    again = _C._ipc_open_mem_handle(peer_handle)  # the cached mapping
+    assert again == ptr
+    seen = torch.frombuffer(bytearray(ctypes.string_at(ptr + peer_offset, 4096 * 4)),
+                            dtype=torch.int32)
+    assert torch.equal(seen, torch.arange(4096, dtype=torch.int32) * (peer + 3))
+    _C._ipc_close_mem_handle(again)
+    _C._ipc_close_mem_handle(ptr)
+    try:
+        _C._ipc_open_mem_handle(b"x" * 64)
+    except RuntimeError as error:
+        assert "not a handle" in str(error), error
+    else:
+        raise AssertionError("a garbage handle opened")
+    dist.barrier()  # rank 0 keeps `data` until rank 1 has read it
+
+
+def _worker_new_collectives(rank: int, world_size: int) -> None:
+    import torch.distributed as dist
+
+    init_group(rank, world_size, "mydev:myccl,cpu:gloo")
+    if world_size == 2:
+        _check_peer_memory_runtime(rank)
+    _check_sized_collectives(rank, world_size)
+    _check_all_to_all(rank, world_size)
+    _check_point_to_point(rank, world_size)
+    counts = _algorithm_counts()
+    expected_direct = os.environ.get("EXPECT_DIRECT", "1") == "1"
+    assert (counts["direct"] > 0) == expected_direct, counts
+    assert counts["staged"] > 0, counts
+    print("COUNTS", counts)
+    dist.barrier()
+    dist.destroy_process_group()
+    exit_ok()
+
+
+def _worker_no_peer_memory(rank: int, world_size: int) -> None:
+    """MYDEV_PEER_MEMORY=0: the driver refuses to map peers, so every
+    collective stages, even with MYCCL_ALGO=direct."""
+    import torch.distributed as dist
+    from device_ext import _C
+
+    init_group(rank, world_size, "mydev:myccl,cpu:gloo")
+    assert not torch.mydev.get_device_properties(0).can_map_peer_memory
+    data = torch.ones(16, device="mydev")
+    handles = [None] * world_size
+    dist.all_gather_object(handles, _C._ipc_get_mem_handle(data))
+    try:
+        _C._ipc_open_mem_handle(handles[1 - rank])
+    except RuntimeError as error:
+        assert "cannot map peer memory" in str(error), error
+    else:
+        raise AssertionError("mapped a peer with MYDEV_PEER_MEMORY=0")
+    _check_sized_collectives(rank, world_size)
+    _check_all_to_all(rank, world_size)
+    assert _algorithm_counts()["direct"] == 0, _algorithm_counts()
+    dist.barrier()
+    dist.destroy_process_group()
+    exit_ok()
+
+
+def _worker_mismatch(rank: int, world_size: int) -> None:
+    """Mismatched calls fail on every rank with an error naming both sides;
+    the process and new groups stay usable."""
+    import torch.distributed as dist
+
+    init_group(rank, world_size, "mydev:myccl,cpu:gloo", timeout_s=20)
+    groups = [dist.new_group(list(range(world_size))) for _ in range(3)]
+
+    def report(label: str, fn) -> None:
+        try:
+            fn()
+            torch.mydev.synchronize()
+        except Exception as error:  # noqa: BLE001
+            print(f"{label}:", str(error).splitlines()[0])
+        else:
+            raise AssertionError(f"{label}: no error")
+
+    # Sizes: 1000 vs 999 elements, small (staged) and large (direct).
+    for label, numel, group in [("SIZE", 1000, None), ("BIGSIZE", 1 << 20, groups[0])]:
+        report(label, lambda: dist.all_reduce(torch.ones(numel - rank, device="mydev"),
+                                              group=group))
+    # Different collectives.
+    if rank == 0:
+        report("KIND", lambda: dist.all_reduce(torch.ones(8, device="mydev"), group=groups[1]))
+    else:
+        report("KIND", lambda: dist.broadcast(torch.ones(8, device="mydev"), src=0,
+                                              group=groups[1]))
+    # A receive of another size than was sent.
+    if rank == 0:
+        dist.send(torch.ones(10, device="mydev"), dst=1, group=groups[2])
+        torch.mydev.synchronize()
+    elif rank == 1:
+        report("P2P", lambda: dist.recv(torch.empty(12, device="mydev"), src=0, group=groups[2]))
+    # The device still works, and a fresh group does too.
+    assert torch.equal((torch.ones(2, device="mydev") * 2).cpu(), torch.full((2,), 2.0))
+    fresh = dist.new_group(list(range(world_size)))
+    t = torch.ones(4, device="mydev")
+    dist.all_reduce(t, group=fresh)
+    assert torch.equal(t.cpu(), torch.full((4,), float(world_size)))
+    exit_ok()
+
+
 # ---------------------------------------------------------------- tests
 
 
@@ -402,3 +655,31 @@ def test_rank_that_never_joins_fails_init_within_timeout():
     results = run_ranks(__name__, "never_joins", 2, ranks=[0], timeout=60)
     check_ok(results)
     assert "ERROR:" in results[0].stdout, results[0].stdout
+
+
+def test_new_collectives_and_point_to_point_two_ranks():
+    results = run_ranks(__name__, "new_collectives", 2)
+    check_ok(results)
+
+
+def test_new_collectives_and_point_to_point_four_ranks():
+    check_ok(run_ranks(__name__, "new_collectives", 4))
+
+
+def test_staging_when_peer_memory_cannot_be_mapped():
+    check_ok(run_ranks(__name__, "no_peer_memory", 2,
+                       env={"MYDEV_PEER_MEMORY": "0", "MYCCL_ALGO": "direct"}))
+
+
+def test_mismatched_calls_fail_on_every_rank_naming_both_sides():
+    results = run_ranks(__name__, "mismatch", 2)
+    check_ok(results)
+    out = [r.stdout for r in results]
+    assert "SIZE: myccl: allreduce on rank 1 has 999 float elements, rank 0 has 1000" in out[1], out[1]
+    assert "SIZE: myccl: allreduce on rank 0 has 1000 float elements, rank 1 has 999" in out[0], out[0]
+    for rank in (0, 1):
+        assert f"BIGSIZE: myccl: allreduce on rank {rank} has" in out[rank], out[rank]
+        kind = next(line for line in out[rank].splitlines() if line.startswith("KIND:"))
+        assert "ALLREDUCE" in kind and "BROADCAST" in kind, kind
+    p2p = next(line for line in out[1].splitlines() if line.startswith("P2P:"))
+    assert "expected tag 0 with 12" in p2p and "sent tag 0 with 10" in p2p, p2p

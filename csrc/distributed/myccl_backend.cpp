@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "../aten/host_view.h"
@@ -15,12 +17,62 @@ namespace {
 
 constexpr size_t kSlotBytes = ShmTransport::kSlotBytes;
 
+// From these message sizes on, the direct algorithms are used. Staging
+// costs one group-wide synchronization per 4 MiB chunk plus two copies of
+// every byte (into a slot, out of it); direct costs two synchronizations
+// (publish buffers, then wait until every peer is done with ours) and no
+// staging copy. With benchmarks/collectives.py on the 2-core dev host
+// (float32, 2 and 4 ranks, loaded): staged 64 KiB all_reduce 30-60 us,
+// direct 1 MiB 100-120 us at 8-10 GB/s bus bandwidth. The crossover was
+// set to 256 KiB from these runs and not tuned finer (the machine's load
+// moves it more than the algorithms do).
+constexpr size_t kDirectAllreduceBytes = size_t{256} << 10;
+constexpr size_t kDirectCopyBytes = size_t{256} << 10;  // gather, scatter, broadcast
+// The direct all-reduce writes each reduced piece to every rank while the
+// piece is still in this core's L2.
+constexpr size_t kReducePieceBytes = size_t{128} << 10;
+
 char* bytesOf(const at::Tensor& host_view) {
   return static_cast<char*>(host_view.data_ptr());
 }
 
 uint64_t chunksOf(int64_t numel, int64_t per_chunk) {
-  return numel == 0 ? 0 : static_cast<uint64_t>((numel + per_chunk - 1) / per_chunk);
+  // An empty tensor still takes one step: the first step exchanges the
+  // descriptors.
+  return numel == 0 ? 1 : static_cast<uint64_t>((numel + per_chunk - 1) / per_chunk);
+}
+
+// The first element of rank `r`'s slice when `numel` elements are split in
+// `size` nearly equal slices.
+int64_t sliceBegin(int64_t numel, int size, int r) { return numel * r / size; }
+
+Descriptor describe(uint64_t collective, c10d::OpType kind, at::ScalarType dtype,
+                    int64_t numel, int root = -1, int reduce_op = -1) {
+  Descriptor d{};
+  d.collective = collective;
+  d.kind = static_cast<int32_t>(kind);
+  d.dtype = static_cast<int32_t>(dtype);
+  d.numel = numel;
+  d.root = root;
+  d.reduce_op = reduce_op;
+  return d;
+}
+
+void copyBytes(char* dst, const char* src, size_t bytes) {
+  if (dst != src && bytes > 0) {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
+std::optional<Algorithm> forcedAlgorithm() {
+  const char* value = std::getenv("MYCCL_ALGO");
+  const std::string text = value == nullptr ? "" : value;
+  if (text.empty() || text == "auto") {
+    return std::nullopt;
+  }
+  TORCH_CHECK(text == "direct" || text == "staged", "myccl: MYCCL_ALGO='", text,
+              "' is invalid: expected auto, direct or staged");
+  return text == "direct" ? Algorithm::kDirect : Algorithm::kStaged;
 }
 
 }  // namespace
@@ -30,7 +82,9 @@ uint64_t chunksOf(int64_t numel, int64_t per_chunk) {
 MycclBackend::MycclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                            int size, std::chrono::milliseconds timeout)
     : CommStreamBackend(rank, size, timeout),
-      transport_(std::make_unique<ShmTransport>(store, rank, size, timeout)) {}
+      transport_(std::make_unique<ShmTransport>(store, rank, size, timeout)),
+      forced_(forcedAlgorithm()),
+      peers_(size) {}
 
 MycclBackend::~MycclBackend() { drain(); }
 
@@ -46,18 +100,84 @@ void MycclBackend::onTimeoutChanged(std::chrono::milliseconds timeout) {
   transport_->setTimeout(timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::launchSteps(
+std::map<std::string, uint64_t> MycclBackend::algorithmCounts() const {
+  return {{"direct", direct_runs_.load()}, {"staged", staged_runs_.load()}};
+}
+
+c10::intrusive_ptr<c10d::Work> MycclBackend::launchCollective(
     c10d::OpType type, const char* name, c10::Device device,
     const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
-    uint64_t steps, std::function<void(uint64_t)> body) {
-  // Every rank numbers its steps alike, so nothing that can fail on one rank
-  // only may come between reserving them and launching.
+    std::function<void(uint64_t)> body) {
+  // Every rank numbers its collectives alike, so nothing that can fail on
+  // one rank only may come between taking the number and launching.
   checkLaunchable(name, device);
-  const uint64_t first = next_step_;
-  next_step_ += steps;
+  const uint64_t collective = next_collective_++;
   return launch(type, name, device, inputs, outputs,
-                [body = std::move(body), first] { body(first); });
+                [body = std::move(body), collective] { body(collective); });
 }
+
+Algorithm MycclBackend::choose(size_t bytes, size_t direct_from_bytes) const {
+  if (peer_access_ == PeerAccess::kNo || bytes == 0) {
+    return Algorithm::kStaged;
+  }
+  if (forced_) {
+    return *forced_;
+  }
+  return bytes >= direct_from_bytes ? Algorithm::kDirect : Algorithm::kStaged;
+}
+
+void MycclBackend::count(Algorithm algorithm) {
+  (algorithm == Algorithm::kDirect ? direct_runs_ : staged_runs_).fetch_add(1);
+}
+
+bool MycclBackend::peersReachable(CollectiveSteps& steps) {
+  if (peer_access_ == PeerAccess::kUnknown) {
+    // Each rank tries to map every peer's published buffer (which keeps the
+    // mapping for later collectives), then all learn what every rank found:
+    // one failure means staging for the group's lifetime; if nobody had
+    // anything to map, the next direct collective probes again.
+    using Probe = ShmTransport::PeerProbe;
+    ShmTransport& transport = steps.transport();
+    Probe mine = Probe::kNotTried;
+    for (int r = 0; r < transport.size() && mine != Probe::kFailed; ++r) {
+      const PeerBuffer& buffer = steps.descriptor(r).input;
+      if (r != transport.rank() && buffer.published != 0) {
+        std::string why;
+        mine = peers_.open(r, buffer, &why) != nullptr ? Probe::kMapped : Probe::kFailed;
+      }
+    }
+    transport.publishPeerProbe(mine);
+    steps.step();
+    bool any_failed = false;
+    bool any_mapped = false;
+    for (int r = 0; r < transport.size(); ++r) {
+      any_failed = any_failed || transport.peerProbe(r) == Probe::kFailed;
+      any_mapped = any_mapped || transport.peerProbe(r) == Probe::kMapped;
+    }
+    peers_.closeOpened();
+    if (any_failed) {
+      peer_access_ = PeerAccess::kNo;
+    } else if (any_mapped) {
+      peer_access_ = PeerAccess::kYes;
+    } else {
+      return true;  // nothing to map: direct costs nothing here
+    }
+  }
+  return peer_access_ == PeerAccess::kYes;
+}
+
+std::vector<char*> MycclBackend::openPeers(CollectiveSteps& steps,
+                                           PeerBuffer Descriptor::*which, char* own) {
+  const int rank = transport_->rank();
+  std::vector<char*> pointers(static_cast<size_t>(transport_->size()));
+  for (int r = 0; r < transport_->size(); ++r) {
+    pointers[static_cast<size_t>(r)] =
+        r == rank ? own : peers_.openOrThrow(r, steps.descriptor(r).*which);
+  }
+  return pointers;
+}
+
+// ------------------------------------------------------------------ allreduce
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::AllreduceOptions& opts) {
@@ -66,35 +186,80 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(std::vector<at::Tensor>& 
   checkTensor(tensor, "allreduce");
   checkReduceOp(opts.reduceOp, tensor.scalar_type(), "allreduce");
   const at::Tensor view = hostView(tensor).view(-1);
-  const int64_t elem = tensor.element_size();
-  const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
-  const int64_t numel = tensor.numel();
-  const uint64_t steps = chunksOf(numel, per);
-  ShmTransport* transport = transport_.get();
   const auto op = opts.reduceOp.op_;
-  return launchSteps(c10d::OpType::ALLREDUCE, "allreduce", tensor.device(), tensors, tensors,
-                steps, [=](uint64_t first) {
-                  const int size = transport->size();
-                  for (uint64_t c = 0; c < steps; ++c) {
-                    const int64_t off = static_cast<int64_t>(c) * per;
-                    const int64_t len = std::min(per, numel - off);
-                    transport->step(
-                        first + c, "allreduce",
-                        [&] {
-                          std::memcpy(transport->slot(transport->rank()),
-                                      bytesOf(view) + off * elem, len * elem);
-                        },
-                        [&] {
-                          std::vector<at::Tensor> parts;
-                          for (int r = 0; r < size; ++r) {
-                            parts.push_back(at::from_blob(transport->slot(r), {len},
-                                                          view.options()));
-                          }
-                          reduceInto(view.narrow(0, off, len), parts, op);
-                        });
-                  }
-                });
+  return launchCollective(
+      c10d::OpType::ALLREDUCE, "allreduce", tensor.device(), tensors, tensors,
+      [this, view, op](uint64_t collective) {
+        ShmTransport& transport = *transport_;
+        const int size = transport.size();
+        const int rank = transport.rank();
+        const int64_t elem = view.element_size();
+        const int64_t numel = view.numel();
+        const at::ScalarType dtype = view.scalar_type();
+        char* data = bytesOf(view);
+        Descriptor mine = describe(collective, c10d::OpType::ALLREDUCE, dtype, numel, -1, op);
+        mine.algorithm = static_cast<int32_t>(
+            choose(static_cast<size_t>(numel * elem), kDirectAllreduceBytes));
+        if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
+          mine.input = PeerMemory::publish(data);
+        }
+        CollectiveSteps steps(transport, collective, "allreduce", mine);
+        if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
+          steps.step();
+          if (peersReachable(steps)) {
+            // In place, one pass: rank r owns slice r. It reduces slice r
+            // of every rank's buffer, a cache-sized piece at a time, and
+            // writes the result into slice r of every buffer. No other rank
+            // reads or writes slice r, so no step is needed between reading
+            // and writing; the final wait keeps this rank's buffer alive
+            // until every peer is done writing into it.
+            count(Algorithm::kDirect);
+            const std::vector<char*> buffers = openPeers(steps, &Descriptor::input, data);
+            const int64_t begin = sliceBegin(numel, size, rank);
+            const int64_t end = sliceBegin(numel, size, rank + 1);
+            const int64_t piece = static_cast<int64_t>(kReducePieceBytes) / elem;
+            std::vector<const void*> parts(buffers.size());
+            for (int64_t off = begin; off < end; off += piece) {
+              const int64_t len = std::min(piece, end - off);
+              for (size_t r = 0; r < buffers.size(); ++r) {
+                parts[r] = buffers[r] + off * elem;
+              }
+              char* reduced = data + off * elem;
+              reduceBuffers(reduced, parts, len, dtype, op);
+              for (int r = 0; r < size; ++r) {
+                copyBytes(buffers[static_cast<size_t>(r)] + off * elem, reduced,
+                          static_cast<size_t>(len * elem));
+              }
+            }
+            steps.finish(/*wait_for_peers=*/true);
+            peers_.closeOpened();
+            return;
+          }
+        }
+        count(Algorithm::kStaged);
+        const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
+        const uint64_t chunks = chunksOf(numel, per);
+        for (uint64_t c = 0; c < chunks; ++c) {
+          const int64_t off = static_cast<int64_t>(c) * per;
+          const int64_t len = std::min(per, numel - off);
+          steps.step(
+              [&] {
+                copyBytes(static_cast<char*>(transport.slot(rank)), data + off * elem,
+                          static_cast<size_t>(len * elem));
+              },
+              [&] {
+                std::vector<const void*> parts;
+                for (int r = 0; r < size; ++r) {
+                  parts.push_back(transport.slot(r));
+                }
+                reduceBuffers(data + off * elem, parts, len, dtype, op);
+              });
+        }
+        steps.finish(/*wait_for_peers=*/false);
+      });
 }
+
+// ------------------------------------------------------------------ broadcast
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                        const c10d::BroadcastOptions& opts) {
@@ -104,64 +269,113 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::broadcast(std::vector<at::Tensor>& 
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "myccl: broadcast root ",
               opts.rootRank, " is not a rank of this group");
   const at::Tensor view = hostView(tensor).view(-1);
-  const int64_t elem = tensor.element_size();
-  const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
-  const int64_t numel = tensor.numel();
-  const uint64_t steps = chunksOf(numel, per);
-  ShmTransport* transport = transport_.get();
   const int root = static_cast<int>(opts.rootRank);
-  return launchSteps(c10d::OpType::BROADCAST, "broadcast", tensor.device(), tensors, tensors,
-                steps, [=](uint64_t first) {
-                  const bool is_root = transport->rank() == root;
-                  for (uint64_t c = 0; c < steps; ++c) {
-                    const int64_t off = static_cast<int64_t>(c) * per;
-                    const int64_t len = std::min(per, numel - off);
-                    char* data = bytesOf(view) + off * elem;
-                    transport->step(
-                        first + c, "broadcast",
-                        [&] {
-                          if (is_root) {
-                            std::memcpy(transport->slot(root), data, len * elem);
-                          }
-                        },
-                        [&] {
-                          if (!is_root) {
-                            std::memcpy(data, transport->slot(root), len * elem);
-                          }
-                        });
-                  }
-                });
-}
-
-namespace {
-
-// Every rank's `input` lands in `outputs[r]` (host views, flat).
-std::function<void(uint64_t)> allgatherBody(ShmTransport* transport, at::Tensor input,
-                                            std::vector<at::Tensor> outputs,
-                                            const char* name, uint64_t steps) {
-  const int64_t elem = input.element_size();
-  const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
-  const int64_t numel = input.numel();
-  return [=](uint64_t first) {
-    for (uint64_t c = 0; c < steps; ++c) {
-      const int64_t off = static_cast<int64_t>(c) * per;
-      const int64_t len = std::min(per, numel - off);
-      transport->step(
-          first + c, name,
-          [&] {
-            std::memcpy(transport->slot(transport->rank()), bytesOf(input) + off * elem,
-                        len * elem);
-          },
-          [&] {
-            for (int r = 0; r < transport->size(); ++r) {
-              std::memcpy(bytesOf(outputs[r]) + off * elem, transport->slot(r), len * elem);
+  return launchCollective(
+      c10d::OpType::BROADCAST, "broadcast", tensor.device(), tensors, tensors,
+      [this, view, root](uint64_t collective) {
+        ShmTransport& transport = *transport_;
+        const bool is_root = transport.rank() == root;
+        const int64_t elem = view.element_size();
+        const int64_t numel = view.numel();
+        char* data = bytesOf(view);
+        Descriptor mine =
+            describe(collective, c10d::OpType::BROADCAST, view.scalar_type(), numel, root);
+        mine.algorithm = static_cast<int32_t>(
+            choose(static_cast<size_t>(numel * elem), kDirectCopyBytes));
+        if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
+          mine.input = PeerMemory::publish(data);
+        }
+        CollectiveSteps steps(transport, collective, "broadcast", mine);
+        if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
+          steps.step();
+          if (peersReachable(steps)) {
+            count(Algorithm::kDirect);
+            if (!is_root) {
+              copyBytes(data, peers_.openOrThrow(root, steps.descriptor(root).input),
+                        static_cast<size_t>(numel * elem));
             }
-          });
-    }
-  };
+            steps.finish(/*wait_for_peers=*/true);
+            peers_.closeOpened();
+            return;
+          }
+        }
+        count(Algorithm::kStaged);
+        const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
+        const uint64_t chunks = chunksOf(numel, per);
+        for (uint64_t c = 0; c < chunks; ++c) {
+          const int64_t off = static_cast<int64_t>(c) * per;
+          const size_t bytes = static_cast<size_t>(std::min(per, numel - off) * elem);
+          char* chunk = data + off * elem;
+          steps.step(
+              [&] {
+                if (is_root) {
+                  copyBytes(static_cast<char*>(transport.slot(root)), chunk, bytes);
+                }
+              },
+              [&] {
+                if (!is_root) {
+                  copyBytes(chunk, static_cast<char*>(transport.slot(root)), bytes);
+                }
+              });
+        }
+        steps.finish(/*wait_for_peers=*/false);
+      });
 }
 
-}  // namespace
+// ------------------------------------------------------------------ allgather
+
+void MycclBackend::allgatherBody(uint64_t collective, const char* name,
+                                 const at::Tensor& input,
+                                 const std::vector<at::Tensor>& outputs) {
+  ShmTransport& transport = *transport_;
+  const int size = transport.size();
+  const int64_t elem = input.element_size();
+  const int64_t numel = input.numel();
+  const size_t bytes = static_cast<size_t>(numel * elem);
+  char* data = bytesOf(input);
+  Descriptor mine =
+      describe(collective, c10d::OpType::ALLGATHER, input.scalar_type(), numel);
+  mine.algorithm = static_cast<int32_t>(choose(bytes * size, kDirectCopyBytes));
+  if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
+    mine.input = PeerMemory::publish(data);
+  }
+  CollectiveSteps steps(transport, collective, name, mine);
+  if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
+    steps.step();
+    if (peersReachable(steps)) {
+      count(Algorithm::kDirect);
+      // The input may be this rank's slice of the output (FSDP's copy-in):
+      // peers only read it, and this rank writes only the other slices.
+      const std::vector<char*> inputs = openPeers(steps, &Descriptor::input, data);
+      for (int r = 0; r < size; ++r) {
+        copyBytes(bytesOf(outputs[static_cast<size_t>(r)]), inputs[static_cast<size_t>(r)],
+                  bytes);
+      }
+      steps.finish(/*wait_for_peers=*/true);
+      peers_.closeOpened();
+      return;
+    }
+  }
+  count(Algorithm::kStaged);
+  const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
+  const uint64_t chunks = chunksOf(numel, per);
+  for (uint64_t c = 0; c < chunks; ++c) {
+    const int64_t off = static_cast<int64_t>(c) * per;
+    const size_t len = static_cast<size_t>(std::min(per, numel - off) * elem);
+    steps.step(
+        [&] {
+          copyBytes(static_cast<char*>(transport.slot(transport.rank())), data + off * elem,
+                    len);
+        },
+        [&] {
+          for (int r = 0; r < size; ++r) {
+            copyBytes(bytesOf(outputs[static_cast<size_t>(r)]) + off * elem,
+                      static_cast<char*>(transport.slot(r)), len);
+          }
+        });
+  }
+  steps.finish(/*wait_for_peers=*/false);
+}
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::allgather(
     std::vector<std::vector<at::Tensor>>& output_tensors,
@@ -174,12 +388,11 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allgather(
   TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "myccl: allgather needs ",
               size_, " output tensors, got ", outputs.size());
   const std::vector<at::Tensor> views = perRankViews(outputs, input, "allgather", "output");
-  const int64_t per = static_cast<int64_t>(kSlotBytes) / input.element_size();
-  const uint64_t steps = chunksOf(input.numel(), per);
-  return launchSteps(c10d::OpType::ALLGATHER, "allgather", input.device(), input_tensors,
-                outputs, steps,
-                allgatherBody(transport_.get(), hostView(input).view(-1), views,
-                              "allgather", steps));
+  const at::Tensor in = hostView(input).view(-1);
+  return launchCollective(c10d::OpType::ALLGATHER, "allgather", input.device(),
+                          input_tensors, outputs, [this, in, views](uint64_t collective) {
+                            allgatherBody(collective, "allgather", in, views);
+                          });
 }
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::_allgather_base(
@@ -198,13 +411,15 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::_allgather_base(
   for (int r = 0; r < size_; ++r) {
     views.push_back(flat.narrow(0, r * input_buffer.numel(), input_buffer.numel()));
   }
-  const int64_t per = static_cast<int64_t>(kSlotBytes) / input_buffer.element_size();
-  const uint64_t steps = chunksOf(input_buffer.numel(), per);
-  return launchSteps(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", input_buffer.device(),
-                {input_buffer}, {output_buffer}, steps,
-                allgatherBody(transport_.get(), hostView(input_buffer).view(-1), views,
-                              "_allgather_base", steps));
+  const at::Tensor in = hostView(input_buffer).view(-1);
+  return launchCollective(c10d::OpType::_ALLGATHER_BASE, "_allgather_base",
+                          input_buffer.device(), {input_buffer}, {output_buffer},
+                          [this, in, views](uint64_t collective) {
+                            allgatherBody(collective, "_allgather_base", in, views);
+                          });
 }
+
+// ------------------------------------------------------------- reduce_scatter
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::reduce_scatter(
     std::vector<at::Tensor>& output_tensors,
@@ -244,42 +459,68 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::_reduce_scatter_base(
               "myccl: _reduce_scatter_base tensors on two devices");
   const at::Tensor in = hostView(input_tensor).view(-1);
   const at::Tensor out = hostView(output_tensor).view(-1);
-  const int64_t elem = input_tensor.element_size();
-  const int size = size_;
-  // Each slot holds one chunk for every destination rank.
-  const int64_t per = static_cast<int64_t>(kSlotBytes) / elem / size;
-  const int64_t numel = output_tensor.numel();
-  const uint64_t steps = chunksOf(numel, per);
-  ShmTransport* transport = transport_.get();
   const auto op = opts.reduceOp.op_;
-  return launchSteps(
+  return launchCollective(
       c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", input_tensor.device(),
-      {input_tensor}, {output_tensor}, steps, [=](uint64_t first) {
-        const int rank = transport->rank();
-        for (uint64_t c = 0; c < steps; ++c) {
+      {input_tensor}, {output_tensor}, [this, in, out, op](uint64_t collective) {
+        ShmTransport& transport = *transport_;
+        const int size = transport.size();
+        const int rank = transport.rank();
+        const int64_t elem = in.element_size();
+        const int64_t numel = out.numel();  // per rank
+        const at::ScalarType dtype = out.scalar_type();
+        Descriptor mine = describe(collective, c10d::OpType::_REDUCE_SCATTER_BASE, dtype,
+                                   numel, -1, op);
+        mine.algorithm = static_cast<int32_t>(
+            choose(static_cast<size_t>(numel * elem * size), kDirectAllreduceBytes));
+        if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
+          mine.input = PeerMemory::publish(bytesOf(in));
+        }
+        CollectiveSteps steps(transport, collective, "_reduce_scatter_base", mine);
+        if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
+          steps.step();
+          if (peersReachable(steps)) {
+            count(Algorithm::kDirect);
+            const std::vector<char*> inputs =
+                openPeers(steps, &Descriptor::input, bytesOf(in));
+            std::vector<const void*> parts;
+            for (char* input : inputs) {
+              parts.push_back(input + rank * numel * elem);
+            }
+            reduceBuffers(bytesOf(out), parts, numel, dtype, op);
+            steps.finish(/*wait_for_peers=*/true);
+            peers_.closeOpened();
+            return;
+          }
+        }
+        count(Algorithm::kStaged);
+        // Each slot holds one chunk for every destination rank.
+        const int64_t per = static_cast<int64_t>(kSlotBytes) / elem / size;
+        const uint64_t chunks = chunksOf(numel, per);
+        for (uint64_t c = 0; c < chunks; ++c) {
           const int64_t off = static_cast<int64_t>(c) * per;
           const int64_t len = std::min(per, numel - off);
-          transport->step(
-              first + c, "_reduce_scatter_base",
+          steps.step(
               [&] {
-                char* slot = static_cast<char*>(transport->slot(rank));
+                char* slot = static_cast<char*>(transport.slot(rank));
                 for (int d = 0; d < size; ++d) {
-                  std::memcpy(slot + d * per * elem, bytesOf(in) + (d * numel + off) * elem,
-                              len * elem);
+                  copyBytes(slot + d * per * elem, bytesOf(in) + (d * numel + off) * elem,
+                            static_cast<size_t>(len * elem));
                 }
               },
               [&] {
-                std::vector<at::Tensor> parts;
+                std::vector<const void*> parts;
                 for (int r = 0; r < size; ++r) {
-                  parts.push_back(at::from_blob(
-                      static_cast<char*>(transport->slot(r)) + rank * per * elem, {len},
-                      out.options()));
+                  parts.push_back(static_cast<char*>(transport.slot(r)) + rank * per * elem);
                 }
-                reduceInto(out.narrow(0, off, len), parts, op);
+                reduceBuffers(bytesOf(out) + off * elem, parts, len, dtype, op);
               });
         }
+        steps.finish(/*wait_for_peers=*/false);
       });
 }
+
+// --------------------------------------------------------------------- reduce
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::reduce(std::vector<at::Tensor>& tensors,
                                                     const c10d::ReduceOptions& opts) {
@@ -290,39 +531,46 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::reduce(std::vector<at::Tensor>& ten
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "myccl: reduce root ",
               opts.rootRank, " is not a rank of this group");
   const at::Tensor view = hostView(tensor).view(-1);
-  const int64_t elem = tensor.element_size();
-  const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
-  const int64_t numel = tensor.numel();
-  const uint64_t steps = chunksOf(numel, per);
-  ShmTransport* transport = transport_.get();
   const auto op = opts.reduceOp.op_;
   const int root = static_cast<int>(opts.rootRank);
-  return launchSteps(c10d::OpType::REDUCE, "reduce", tensor.device(), tensors, tensors, steps,
-                [=](uint64_t first) {
-                  const int size = transport->size();
-                  for (uint64_t c = 0; c < steps; ++c) {
-                    const int64_t off = static_cast<int64_t>(c) * per;
-                    const int64_t len = std::min(per, numel - off);
-                    transport->step(
-                        first + c, "reduce",
-                        [&] {
-                          std::memcpy(transport->slot(transport->rank()),
-                                      bytesOf(view) + off * elem, len * elem);
-                        },
-                        [&] {
-                          if (transport->rank() != root) {
-                            return;
-                          }
-                          std::vector<at::Tensor> parts;
-                          for (int r = 0; r < size; ++r) {
-                            parts.push_back(at::from_blob(transport->slot(r), {len},
-                                                          view.options()));
-                          }
-                          reduceInto(view.narrow(0, off, len), parts, op);
-                        });
-                  }
-                });
+  return launchCollective(
+      c10d::OpType::REDUCE, "reduce", tensor.device(), tensors, tensors,
+      [this, view, op, root](uint64_t collective) {
+        ShmTransport& transport = *transport_;
+        const int64_t elem = view.element_size();
+        const int64_t numel = view.numel();
+        char* data = bytesOf(view);
+        Descriptor mine =
+            describe(collective, c10d::OpType::REDUCE, view.scalar_type(), numel, root, op);
+        mine.algorithm = static_cast<int32_t>(Algorithm::kStaged);
+        CollectiveSteps steps(transport, collective, "reduce", mine);
+        count(Algorithm::kStaged);
+        const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
+        const uint64_t chunks = chunksOf(numel, per);
+        for (uint64_t c = 0; c < chunks; ++c) {
+          const int64_t off = static_cast<int64_t>(c) * per;
+          const int64_t len = std::min(per, numel - off);
+          steps.step(
+              [&] {
+                copyBytes(static_cast<char*>(transport.slot(transport.rank())),
+                          data + off * elem, static_cast<size_t>(len * elem));
+              },
+              [&] {
+                if (transport.rank() != root) {
+                  return;
+                }
+                std::vector<const void*> parts;
+                for (int r = 0; r < transport.size(); ++r) {
+                  parts.push_back(transport.slot(r));
+                }
+                reduceBuffers(data + off * elem, parts, len, view.scalar_type(), op);
+              });
+        }
+        steps.finish(/*wait_for_peers=*/false);
+      });
 }
+
+// ------------------------------------------------------------ gather, scatter
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::gather(
     std::vector<std::vector<at::Tensor>>& output_tensors,
@@ -346,33 +594,39 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::gather(
                 "myccl: gather takes output tensors only on the root");
   }
   const at::Tensor in = hostView(input).view(-1);
-  const int64_t elem = input.element_size();
-  const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
-  const int64_t numel = input.numel();
-  const uint64_t steps = chunksOf(numel, per);
-  ShmTransport* transport = transport_.get();
-  return launchSteps(c10d::OpType::GATHER, "gather", input.device(), input_tensors, outputs, steps,
-                [=](uint64_t first) {
-                  for (uint64_t c = 0; c < steps; ++c) {
-                    const int64_t off = static_cast<int64_t>(c) * per;
-                    const int64_t len = std::min(per, numel - off);
-                    transport->step(
-                        first + c, "gather",
-                        [&] {
-                          std::memcpy(transport->slot(transport->rank()),
-                                      bytesOf(in) + off * elem, len * elem);
-                        },
-                        [&] {
-                          if (transport->rank() != root) {
-                            return;
-                          }
-                          for (int r = 0; r < transport->size(); ++r) {
-                            std::memcpy(bytesOf(views[r]) + off * elem, transport->slot(r),
-                                        len * elem);
-                          }
-                        });
-                  }
-                });
+  return launchCollective(
+      c10d::OpType::GATHER, "gather", input.device(), input_tensors, outputs,
+      [this, in, views, root](uint64_t collective) {
+        ShmTransport& transport = *transport_;
+        const int64_t elem = in.element_size();
+        const int64_t numel = in.numel();
+        Descriptor mine =
+            describe(collective, c10d::OpType::GATHER, in.scalar_type(), numel, root);
+        mine.algorithm = static_cast<int32_t>(Algorithm::kStaged);
+        CollectiveSteps steps(transport, collective, "gather", mine);
+        count(Algorithm::kStaged);
+        const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
+        const uint64_t chunks = chunksOf(numel, per);
+        for (uint64_t c = 0; c < chunks; ++c) {
+          const int64_t off = static_cast<int64_t>(c) * per;
+          const size_t len = static_cast<size_t>(std::min(per, numel - off) * elem);
+          steps.step(
+              [&] {
+                copyBytes(static_cast<char*>(transport.slot(transport.rank())),
+                          bytesOf(in) + off * elem, len);
+              },
+              [&] {
+                if (transport.rank() != root) {
+                  return;
+                }
+                for (int r = 0; r < transport.size(); ++r) {
+                  copyBytes(bytesOf(views[static_cast<size_t>(r)]) + off * elem,
+                            static_cast<char*>(transport.slot(r)), len);
+                }
+              });
+        }
+        steps.finish(/*wait_for_peers=*/false);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::scatter(
@@ -396,37 +650,171 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::scatter(
                 "myccl: scatter takes input tensors only on the root");
   }
   const at::Tensor out = hostView(output).view(-1);
-  const int64_t elem = output.element_size();
-  const int size = size_;
-  const int64_t per = static_cast<int64_t>(kSlotBytes) / elem / size;
-  const int64_t numel = output.numel();
-  const uint64_t steps = chunksOf(numel, per);
-  ShmTransport* transport = transport_.get();
-  return launchSteps(c10d::OpType::SCATTER, "scatter", output.device(), inputs, output_tensors,
-                steps, [=](uint64_t first) {
-                  const int rank = transport->rank();
-                  for (uint64_t c = 0; c < steps; ++c) {
-                    const int64_t off = static_cast<int64_t>(c) * per;
-                    const int64_t len = std::min(per, numel - off);
-                    char* slot = static_cast<char*>(transport->slot(root));
-                    transport->step(
-                        first + c, "scatter",
-                        [&] {
-                          if (rank != root) {
-                            return;
-                          }
-                          for (int d = 0; d < size; ++d) {
-                            std::memcpy(slot + d * per * elem, bytesOf(views[d]) + off * elem,
-                                        len * elem);
-                          }
-                        },
-                        [&] {
-                          std::memcpy(bytesOf(out) + off * elem, slot + rank * per * elem,
-                                      len * elem);
-                        });
-                  }
-                });
+  return launchCollective(
+      c10d::OpType::SCATTER, "scatter", output.device(), inputs, output_tensors,
+      [this, out, views, root](uint64_t collective) {
+        ShmTransport& transport = *transport_;
+        const int size = transport.size();
+        const int rank = transport.rank();
+        const int64_t elem = out.element_size();
+        const int64_t numel = out.numel();
+        Descriptor mine =
+            describe(collective, c10d::OpType::SCATTER, out.scalar_type(), numel, root);
+        mine.algorithm = static_cast<int32_t>(Algorithm::kStaged);
+        CollectiveSteps steps(transport, collective, "scatter", mine);
+        count(Algorithm::kStaged);
+        const int64_t per = static_cast<int64_t>(kSlotBytes) / elem / size;
+        const uint64_t chunks = chunksOf(numel, per);
+        char* slot = static_cast<char*>(transport.slot(root));
+        for (uint64_t c = 0; c < chunks; ++c) {
+          const int64_t off = static_cast<int64_t>(c) * per;
+          const size_t len = static_cast<size_t>(std::min(per, numel - off) * elem);
+          steps.step(
+              [&] {
+                if (rank != root) {
+                  return;
+                }
+                for (int d = 0; d < size; ++d) {
+                  copyBytes(slot + d * per * elem,
+                            bytesOf(views[static_cast<size_t>(d)]) + off * elem, len);
+                }
+              },
+              [&] { copyBytes(bytesOf(out) + off * elem, slot + rank * per * elem, len); });
+        }
+        steps.finish(/*wait_for_peers=*/false);
+      });
 }
+
+// ----------------------------------------------------------------- all_to_all
+
+void MycclBackend::alltoallBody(uint64_t collective, const char* name, int32_t dtype,
+                                const std::vector<at::Tensor>& inputs,
+                                const std::vector<at::Tensor>& outputs) {
+  ShmTransport& transport = *transport_;
+  const int size = transport.size();
+  const int rank = transport.rank();
+  const int64_t elem = static_cast<int64_t>(
+      c10::elementSize(static_cast<at::ScalarType>(dtype)));
+  Descriptor mine = describe(collective, c10d::OpType::ALLTOALL, static_cast<at::ScalarType>(dtype), 0);
+  mine.has_counts = 1;
+  for (int r = 0; r < size; ++r) {
+    mine.send_counts[r] = inputs[static_cast<size_t>(r)].numel();
+    mine.recv_counts[r] = outputs[static_cast<size_t>(r)].numel();
+  }
+  // Per-peer sizes may differ, so the choice cannot depend on them: direct
+  // whenever the ranks can reach each other's memory.
+  mine.algorithm = static_cast<int32_t>(choose(1, 0));
+  const bool direct = mine.algorithm == static_cast<int32_t>(Algorithm::kDirect);
+  if (direct) {
+    for (int r = 0; r < size; ++r) {
+      const at::Tensor& part = inputs[static_cast<size_t>(r)];
+      if (part.numel() > 0) {
+        mine.parts[r] = PeerMemory::publish(part.data_ptr());
+        mine.input = mine.parts[r];
+      }
+    }
+  }
+  CollectiveSteps steps(transport, collective, name, mine);
+  if (direct) {
+    steps.step();
+    if (peersReachable(steps)) {
+      count(Algorithm::kDirect);
+      for (int s = 0; s < size; ++s) {
+        const at::Tensor& out = outputs[static_cast<size_t>(s)];
+        if (out.numel() == 0) {
+          continue;
+        }
+        const char* from = s == rank ? bytesOf(inputs[static_cast<size_t>(rank)])
+                                     : peers_.openOrThrow(s, steps.descriptor(s).parts[rank]);
+        copyBytes(bytesOf(out), from, static_cast<size_t>(out.numel() * elem));
+      }
+      steps.finish(/*wait_for_peers=*/true);
+      peers_.closeOpened();
+      return;
+    }
+  }
+  count(Algorithm::kStaged);
+  // Each slot holds one segment per destination; the steps needed are set
+  // by the largest piece of any rank, which every rank knows after the
+  // first step.
+  const int64_t per = static_cast<int64_t>(kSlotBytes) / size / elem;
+  const auto stage = [&](int64_t c) {
+    steps.step(
+        [&] {
+          char* slot = static_cast<char*>(transport.slot(rank));
+          for (int d = 0; d < size; ++d) {
+            const int64_t n = inputs[static_cast<size_t>(d)].numel();
+            const int64_t off = std::min(n, c * per);
+            copyBytes(slot + d * per * elem,
+                      bytesOf(inputs[static_cast<size_t>(d)]) + off * elem,
+                      static_cast<size_t>(std::min(per, n - off) * elem));
+          }
+        },
+        [&] {
+          for (int s = 0; s < size; ++s) {
+            const int64_t n = outputs[static_cast<size_t>(s)].numel();
+            const int64_t off = std::min(n, c * per);
+            copyBytes(bytesOf(outputs[static_cast<size_t>(s)]) + off * elem,
+                      static_cast<char*>(transport.slot(s)) + rank * per * elem,
+                      static_cast<size_t>(std::min(per, n - off) * elem));
+          }
+        });
+  };
+  const uint64_t first_chunk = direct ? 0 : 1;
+  if (!direct) {
+    stage(0);  // also exchanges the descriptors
+  }
+  int64_t largest = 0;
+  for (int r = 0; r < size; ++r) {
+    for (int d = 0; d < size; ++d) {
+      largest = std::max(largest, steps.descriptor(r).send_counts[d]);
+    }
+  }
+  const uint64_t chunks = chunksOf(largest, per);
+  for (uint64_t c = first_chunk; c < chunks; ++c) {
+    stage(static_cast<int64_t>(c));
+  }
+  steps.finish(/*wait_for_peers=*/false);
+}
+
+namespace {
+
+// Rows of dim 0 per rank: the given split sizes, or an equal split.
+std::vector<int64_t> splitRows(const at::Tensor& t, const std::vector<int64_t>& split_sizes,
+                               int size, const char* role) {
+  const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+  if (split_sizes.empty()) {
+    TORCH_CHECK(rows % size == 0, "myccl: all_to_all ", role, " has ", rows,
+                " rows, not divisible by the world size ", size, " (pass split sizes)");
+    return std::vector<int64_t>(static_cast<size_t>(size), rows / size);
+  }
+  TORCH_CHECK(static_cast<int>(split_sizes.size()) == size, "myccl: all_to_all ", role,
+              " split sizes must have one entry per rank (", size, "), got ",
+              split_sizes.size());
+  int64_t total = 0;
+  for (const int64_t n : split_sizes) {
+    TORCH_CHECK(n >= 0, "myccl: all_to_all ", role, " split sizes must not be negative");
+    total += n;
+  }
+  TORCH_CHECK(total == rows, "myccl: all_to_all ", role, " split sizes add up to ", total,
+              " rows, the tensor has ", rows);
+  return split_sizes;
+}
+
+// Flat host views of the per-rank pieces of `t` (rows of dim 0).
+std::vector<at::Tensor> splitViews(const at::Tensor& t, const std::vector<int64_t>& rows) {
+  const at::Tensor flat = hostView(t).view(-1);
+  const int64_t row_numel = t.dim() == 0 || t.size(0) == 0 ? 0 : t.numel() / t.size(0);
+  std::vector<at::Tensor> views;
+  int64_t offset = 0;
+  for (const int64_t n : rows) {
+    views.push_back(flat.narrow(0, offset * row_numel, n * row_numel));
+    offset += n;
+  }
+  return views;
+}
+
+}  // namespace
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall_base(
     at::Tensor& output_buffer, at::Tensor& input_buffer,
@@ -434,55 +822,144 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall_base(
     const c10d::AllToAllOptions& /*opts*/) {
   checkTensor(input_buffer, "all_to_all");
   checkTensor(output_buffer, "all_to_all");
-  TORCH_CHECK(output_split_sizes.empty() && input_split_sizes.empty(),
-              "myccl: all_to_all supports equal splits only (no split sizes) for now");
-  TORCH_CHECK(input_buffer.numel() == output_buffer.numel() &&
-                  input_buffer.numel() % size_ == 0 &&
-                  input_buffer.scalar_type() == output_buffer.scalar_type() &&
+  TORCH_CHECK(input_buffer.scalar_type() == output_buffer.scalar_type() &&
                   input_buffer.device() == output_buffer.device(),
-              "myccl: all_to_all needs input and output of the same size, divisible by "
-              "the world size, dtype and device");
-  const at::Tensor in = hostView(input_buffer).view(-1);
-  const at::Tensor out = hostView(output_buffer).view(-1);
-  const int64_t elem = input_buffer.element_size();
-  const int size = size_;
-  const int64_t per = static_cast<int64_t>(kSlotBytes) / elem / size;
-  const int64_t numel = input_buffer.numel() / size;  // per destination
-  const uint64_t steps = chunksOf(numel, per);
-  ShmTransport* transport = transport_.get();
-  return launchSteps(c10d::OpType::ALLTOALL_BASE, "all_to_all", input_buffer.device(),
-                {input_buffer}, {output_buffer}, steps, [=](uint64_t first) {
-                  const int rank = transport->rank();
-                  for (uint64_t c = 0; c < steps; ++c) {
-                    const int64_t off = static_cast<int64_t>(c) * per;
-                    const int64_t len = std::min(per, numel - off);
-                    transport->step(
-                        first + c, "all_to_all",
-                        [&] {
-                          char* slot = static_cast<char*>(transport->slot(rank));
-                          for (int d = 0; d < size; ++d) {
-                            std::memcpy(slot + d * per * elem,
-                                        bytesOf(in) + (d * numel + off) * elem, len * elem);
-                          }
-                        },
-                        [&] {
-                          for (int s = 0; s < size; ++s) {
-                            std::memcpy(bytesOf(out) + (s * numel + off) * elem,
-                                        static_cast<char*>(transport->slot(s)) +
-                                            rank * per * elem,
-                                        len * elem);
-                          }
-                        });
-                  }
-                });
+              "myccl: all_to_all needs input and output of one dtype and device");
+  const std::vector<at::Tensor> inputs =
+      splitViews(input_buffer, splitRows(input_buffer, input_split_sizes, size_, "input"));
+  const std::vector<at::Tensor> outputs =
+      splitViews(output_buffer, splitRows(output_buffer, output_split_sizes, size_, "output"));
+  const auto dtype = static_cast<int32_t>(input_buffer.scalar_type());
+  return launchCollective(c10d::OpType::ALLTOALL_BASE, "all_to_all", input_buffer.device(),
+                          {input_buffer}, {output_buffer},
+                          [this, dtype, inputs, outputs](uint64_t collective) {
+                            alltoallBody(collective, "all_to_all", dtype, inputs, outputs);
+                          });
 }
 
+c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall(std::vector<at::Tensor>& output_tensors,
+                                                      std::vector<at::Tensor>& input_tensors,
+                                                      const c10d::AllToAllOptions& /*opts*/) {
+  TORCH_CHECK(static_cast<int>(input_tensors.size()) == size_ &&
+                  static_cast<int>(output_tensors.size()) == size_,
+              "myccl: all_to_all takes one input and one output tensor per rank (", size_,
+              "), got ", input_tensors.size(), " and ", output_tensors.size());
+  std::vector<at::Tensor> inputs;
+  std::vector<at::Tensor> outputs;
+  for (int r = 0; r < size_; ++r) {
+    for (const at::Tensor* t : {&input_tensors[r], &output_tensors[r]}) {
+      checkTensor(*t, "all_to_all");
+      TORCH_CHECK(t->scalar_type() == input_tensors[0].scalar_type() &&
+                      t->device() == input_tensors[0].device(),
+                  "myccl: all_to_all tensors must share one dtype and device");
+    }
+    inputs.push_back(hostView(input_tensors[r]).view(-1));
+    outputs.push_back(hostView(output_tensors[r]).view(-1));
+  }
+  const auto dtype = static_cast<int32_t>(input_tensors[0].scalar_type());
+  return launchCollective(c10d::OpType::ALLTOALL, "all_to_all", input_tensors[0].device(),
+                          input_tensors, output_tensors,
+                          [this, dtype, inputs, outputs](uint64_t collective) {
+                            alltoallBody(collective, "all_to_all", dtype, inputs, outputs);
+                          });
+}
+
+// -------------------------------------------------------------------- barrier
+
 c10::intrusive_ptr<c10d::Work> MycclBackend::barrier(const c10d::BarrierOptions& opts) {
-  ShmTransport* transport = transport_.get();
-  return launchSteps(c10d::OpType::BARRIER, "barrier", defaultDevice(opts.device), {}, {}, 1,
-                [transport](uint64_t first) {
-                  transport->step(first, "barrier", nullptr, nullptr);
-                });
+  return launchCollective(c10d::OpType::BARRIER, "barrier", defaultDevice(opts.device), {}, {},
+                          [this](uint64_t collective) {
+                            const Descriptor mine = describe(
+                                collective, c10d::OpType::BARRIER, at::kByte, 0);
+                            CollectiveSteps steps(*transport_, collective, "barrier", mine);
+                            steps.step();
+                            steps.finish(/*wait_for_peers=*/false);
+                          });
+}
+
+// ------------------------------------------------------------- point to point
+
+void MycclBackend::runP2P(const std::vector<P2PRequest>& requests, const char* name) {
+  ShmTransport& transport = *transport_;
+  const int rank = transport.rank();
+  std::vector<P2POperation> operations;
+  operations.reserve(requests.size());
+  for (const P2PRequest& request : requests) {
+    P2PChannel& channel = request.is_send ? transport.channel(rank, request.peer)
+                                          : transport.channel(request.peer, rank);
+    operations.emplace_back(channel, request.is_send, bytesOf(request.view),
+                            request.view.numel(),
+                            static_cast<int32_t>(request.view.scalar_type()),
+                            static_cast<size_t>(request.view.nbytes()), request.tag, rank,
+                            request.peer);
+  }
+  // All operations advance together: a receive that cannot finish yet does
+  // not hold back a send that the peer waits for.
+  transport.waitUntil(
+      [&] {
+        bool all_done = true;
+        for (P2POperation& operation : operations) {
+          all_done = operation.progress() && all_done;
+        }
+        return all_done;
+      },
+      name,
+      [&] {
+        for (const P2POperation& operation : operations) {
+          if (!operation.done()) {
+            return operation.waitingFor();
+          }
+        }
+        return std::string("nothing");
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> MycclBackend::pointToPoint(bool is_send,
+                                                          std::vector<at::Tensor>& tensors,
+                                                          int peer, int tag) {
+  const char* name = is_send ? "send" : "recv";
+  TORCH_CHECK(tensors.size() == 1, "myccl: ", name, " takes one tensor");
+  const at::Tensor& tensor = tensors[0];
+  checkTensor(tensor, name);
+  TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "myccl: ", name, " on rank ", rank_,
+              ": peer ", peer, " is not another rank of this group (size ", size_, ")");
+  const P2PRequest request{is_send, hostView(tensor).view(-1), peer, tag};
+  const auto type = is_send ? c10d::OpType::SEND : c10d::OpType::RECV;
+  const std::vector<at::Tensor> inputs = is_send ? tensors : std::vector<at::Tensor>{};
+  const std::vector<at::Tensor> outputs = is_send ? std::vector<at::Tensor>{} : tensors;
+  if (p2p_batch_) {
+    p2p_batch_->push_back(request);
+    return launch(type, name, tensor.device(), inputs, outputs, [] {});
+  }
+  return launch(type, name, tensor.device(), inputs, outputs,
+                [this, request, name] { runP2P({request}, name); });
+}
+
+c10::intrusive_ptr<c10d::Work> MycclBackend::send(std::vector<at::Tensor>& tensors,
+                                                  int dstRank, int tag) {
+  return pointToPoint(true, tensors, dstRank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> MycclBackend::recv(std::vector<at::Tensor>& tensors,
+                                                  int srcRank, int tag) {
+  return pointToPoint(false, tensors, srcRank, tag);
+}
+
+void MycclBackend::startCoalescing() {
+  CommStreamBackend::startCoalescing();
+  p2p_batch_.emplace();
+}
+
+c10::intrusive_ptr<c10d::Work> MycclBackend::endCoalescing() {
+  if (p2p_batch_ && !p2p_batch_->empty()) {
+    std::vector<P2PRequest> batch = std::move(*p2p_batch_);
+    // Launched while the base still coalesces: its Work is the last one,
+    // which the coalesced Work completes with.
+    launch(c10d::OpType::COALESCED, "batch_isend_irecv", defaultDevice(std::nullopt), {}, {},
+           [this, batch = std::move(batch)] { runP2P(batch, "batch_isend_irecv"); });
+  }
+  p2p_batch_.reset();
+  return CommStreamBackend::endCoalescing();
 }
 
 }  // namespace mydev::distributed

@@ -6,6 +6,7 @@
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <cstring>
 #include <string>
 
 #include "../aten/cpu_fallback_policy.h"
@@ -244,5 +245,26 @@ PYBIND11_MODULE(_C, m) {
                                                                    timeout);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+      .def("algorithm_counts", &distributed::MycclBackend::algorithmCounts);
+  // The driver's peer-memory calls, for tests of them across processes: a
+  // handle's bytes, and opening one to a raw address (read it only once the
+  // owner's writes are complete).
+  m.def("_ipc_get_mem_handle", [](const at::Tensor& tensor) {
+    mydevIpcMemHandle_t handle{};
+    MYDEV_CHECK(mydevIpcGetMemHandle(&handle, tensor.data_ptr()));
+    return py::bytes(handle.reserved, sizeof(handle.reserved));
+  });
+  m.def("_ipc_open_mem_handle", [](const py::bytes& bytes) {
+    const std::string text = bytes;
+    TORCH_CHECK(text.size() == MYDEV_IPC_HANDLE_SIZE, "not an IPC handle");
+    mydevIpcMemHandle_t handle{};
+    std::memcpy(handle.reserved, text.data(), text.size());
+    void* ptr = nullptr;
+    MYDEV_CHECK(mydevIpcOpenMemHandle(&ptr, handle));
+    return reinterpret_cast<uintptr_t>(ptr);
+  });
+  m.def("_ipc_close_mem_handle", [](uintptr_t ptr) {
+    MYDEV_CHECK(mydevIpcCloseMemHandle(reinterpret_cast<void*>(ptr)));
+  });
 }

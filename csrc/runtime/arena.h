@@ -1,7 +1,7 @@
 // A device's memory: one memfd of the device's capacity, mapped MAP_SHARED at
 // the device's slot of the runtime's address reservation, sub-allocated with
-// a best-fit free list. The memfd is what lets a later distributed backend
-// map a peer process's device memory.
+// a best-fit free list. The memfd is what lets a peer process map this
+// device's memory (ipc.cpp).
 #pragma once
 
 #include <atomic>
@@ -30,6 +30,12 @@ class Arena {
   // The live allocation containing `ptr`, if any.
   bool find(const void* ptr, char** base, size_t* size);
 
+  int device() const { return device_; }
+  char* base() const { return base_; }
+  size_t capacity() const { return capacity_; }
+  // The memfd behind the arena, for peer processes (ipc.cpp).
+  int fd() const { return fd_; }
+
   size_t allocated_bytes() const {
     return allocated_.load(std::memory_order_relaxed);
   }
@@ -44,8 +50,8 @@ class Arena {
   const int device_;
   char* const base_;
   const size_t capacity_;
-  // Kept open for the process's lifetime: it is what a peer process will
-  // map (through an IPC handle) to reach this device's memory.
+  // Kept open for the process's lifetime: it is what a peer process maps
+  // (through an IPC handle) to reach this device's memory.
   const int fd_;
 
   std::mutex mutex_;

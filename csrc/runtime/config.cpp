@@ -77,6 +77,15 @@ mydevError_t read_config(Config* config, std::string* error) {
     }
     config->launch_blocking = value == 1;
   }
+
+  if (const char* text = env("MYDEV_PEER_MEMORY")) {
+    if (!parse_integer(text, 0, 1, &value)) {
+      *error = format("MYDEV_PEER_MEMORY='%s' is invalid: expected 0 or 1",
+                      text);
+      return mydevErrorInitialization;
+    }
+    config->peer_memory = value == 1;
+  }
   return mydevSuccess;
 }
 

@@ -12,6 +12,7 @@ struct Config {
   int device_count = 2;
   size_t memory_bytes = 0;  // capacity of each device's arena
   bool launch_blocking = false;
+  bool peer_memory = true;  // MYDEV_PEER_MEMORY
 };
 
 // On a malformed variable returns mydevErrorInitialization and a message

@@ -10,6 +10,7 @@
 #include "align.h"
 #include "arena.h"
 #include "error.h"
+#include "ipc.h"
 #include "lifecycle.h"
 #include "stream.h"
 
@@ -240,7 +241,7 @@ mydevError_t mydevGetDeviceProperties(mydevDeviceProp* prop, int device) {
   prop->simdWidthBytes = 16;
 #endif
   prop->maxStreamsPerDevice = 0;
-  prop->canMapPeerMemory = 1;
+  prop->canMapPeerMemory = peer_memory_supported() ? 1 : 0;
   return mydevSuccess;
 }
 

@@ -71,6 +71,7 @@ const char* mydevGetErrorString(mydevError_t error) {
     case mydevErrorInvalidHandle: return "invalid resource handle";
     case mydevErrorNotPermitted: return "operation not permitted";
     case mydevErrorInitialization: return "initialization error";
+    case mydevErrorPeerAccessUnsupported: return "cannot map peer memory";
   }
   return "unknown mydev error";
 }

@@ -36,6 +36,7 @@ typedef enum mydevError {
   mydevErrorInvalidHandle = 6,     // a stream/event handle that is not valid
   mydevErrorNotPermitted = 7,      // e.g. use after fork
   mydevErrorInitialization = 8,    // bad configuration (env vars)
+  mydevErrorPeerAccessUnsupported = 9,  // cannot map a peer process's memory
 } mydevError_t;
 
 // Short, static description of an error code.
@@ -52,6 +53,8 @@ const char* mydevGetLastErrorMessage(void);
 //                         device count, at least 256)
 //   MYDEV_LAUNCH_BLOCKING 1: every enqueue waits for the work to finish and
 //                         reports its failure at once
+//   MYDEV_PEER_MEMORY     0: refuse to map other processes' device memory
+//                         (canMapPeerMemory 0; default 1)
 mydevError_t mydevGetDeviceCount(int* count);
 // Current device of the calling thread (default 0).
 mydevError_t mydevGetDevice(int* device);
@@ -109,6 +112,32 @@ typedef struct mydevPointerAttributes {
 } mydevPointerAttributes;
 mydevError_t mydevPointerGetAttributes(mydevPointerAttributes* attributes,
                                        const void* ptr);
+
+// ------------------------------------------------- peer memory (IPC) --
+// Device memory shared with other processes on the same host, as CUDA IPC
+// does: the owner makes a handle for an allocation, sends its bytes to a
+// peer by any means, and the peer opens it to get a device pointer to the
+// same memory in its own address space. Kernels and memcpys of the peer may
+// then read and write it. Ordering between the processes is the caller's
+// business (the handle carries no synchronization).
+#define MYDEV_IPC_HANDLE_SIZE 64
+typedef struct mydevIpcMemHandle {
+  char reserved[MYDEV_IPC_HANDLE_SIZE];
+} mydevIpcMemHandle_t;
+// A handle for the live allocation containing `devPtr` (any interior
+// pointer). It stays valid while the allocation is live in its owner.
+mydevError_t mydevIpcGetMemHandle(mydevIpcMemHandle_t* handle, void* devPtr);
+// The start of the handle's allocation, mapped into this process. Opening a
+// handle of this process gives back its own pointer. The first open of a
+// peer device maps that device's whole memory once; later opens of any of
+// its allocations reuse the mapping. mydevErrorPeerAccessUnsupported (with
+// the reason in the message) if the peer's memory cannot be mapped: the
+// peer exited, the OS refuses access to it, or MYDEV_PEER_MEMORY=0; callers
+// then fall back to staging through memory they share otherwise.
+mydevError_t mydevIpcOpenMemHandle(void** devPtr, mydevIpcMemHandle_t handle);
+// Releases a pointer from mydevIpcOpenMemHandle. A peer device's mapping is
+// unmapped when its last opened pointer is closed (or at process exit).
+mydevError_t mydevIpcCloseMemHandle(void* devPtr);
 
 // ---------------------------------------------------------------- streams --
 typedef struct mydevStream* mydevStream_t;

@@ -256,6 +256,45 @@ int child_fork_before_init() {
   return g_failed;
 }
 
+// Maps the parent's device buffer from the handle in IPC_TEST_HANDLE (hex)
+// and checks, in a kernel, the pattern the parent wrote (byte i == i % 251).
+int child_ipc() {
+  const char* hex = std::getenv("IPC_TEST_HANDLE");
+  const char* expect_refusal = std::getenv("IPC_TEST_EXPECT_REFUSAL");
+  mydevIpcMemHandle_t handle{};
+  for (int i = 0; hex != nullptr && i < MYDEV_IPC_HANDLE_SIZE; ++i) {
+    unsigned byte = 0;
+    std::sscanf(hex + 2 * i, "%2x", &byte);
+    handle.reserved[i] = static_cast<char>(byte);
+  }
+  void* ptr = nullptr;
+  if (expect_refusal != nullptr) {
+    mydevDeviceProp prop{};
+    CHECK_OK(mydevGetDeviceProperties(&prop, 0));
+    CHECK(prop.canMapPeerMemory == 0);
+    CHECK_STATUS(mydevIpcOpenMemHandle(&ptr, handle), mydevErrorPeerAccessUnsupported);
+    CHECK(last_message_has("cannot map peer memory"));
+    return g_failed;
+  }
+  CHECK_OK(mydevIpcOpenMemHandle(&ptr, handle));
+  void* again = nullptr;
+  CHECK_OK(mydevIpcOpenMemHandle(&again, handle));
+  CHECK(again == ptr);  // one mapping per peer device
+  std::atomic<bool> matches{false};
+  CHECK_OK(launch(default_stream(0), "read peer", [&] {
+    const auto* bytes = static_cast<const unsigned char*>(ptr);
+    bool ok = true;
+    for (int i = 0; i < 4096; ++i) ok &= bytes[i] == i % 251;
+    matches = ok;
+  }));
+  CHECK_OK(mydevDeviceSynchronize(0));
+  CHECK(matches);
+  CHECK_OK(mydevIpcCloseMemHandle(again));
+  CHECK_OK(mydevIpcCloseMemHandle(ptr));
+  CHECK_STATUS(mydevIpcCloseMemHandle(ptr), mydevErrorInvalidValue);
+  return g_failed;
+}
+
 // ------------------------------------------------------------------ tests --
 
 void test_devices() {
@@ -1022,6 +1061,39 @@ void measure_latency() {
 
 }  // namespace
 
+void test_peer_memory() {
+  mydevDeviceProp prop{};
+  CHECK_OK(mydevGetDeviceProperties(&prop, 0));
+  CHECK(prop.canMapPeerMemory == 1);
+  void* buffer = nullptr;
+  CHECK_OK(mydevMalloc(&buffer, 8192, 0));
+  CHECK_OK(launch(default_stream(0), "fill", [&] {
+    auto* bytes = static_cast<unsigned char*>(buffer);
+    for (int i = 0; i < 4096; ++i) bytes[i] = static_cast<unsigned char>(i % 251);
+  }));
+  CHECK_OK(mydevDeviceSynchronize(0));
+  mydevIpcMemHandle_t handle{};
+  CHECK_OK(mydevIpcGetMemHandle(&handle, static_cast<char*>(buffer) + 100));
+  void* own = nullptr;
+  CHECK_OK(mydevIpcOpenMemHandle(&own, handle));
+  CHECK(own == buffer);  // this process's handle: its own allocation
+  CHECK_OK(mydevIpcCloseMemHandle(own));
+  int host = 0;
+  CHECK_STATUS(mydevIpcGetMemHandle(&handle, &host), mydevErrorInvalidValue);
+  mydevIpcMemHandle_t garbage{};
+  CHECK_STATUS(mydevIpcOpenMemHandle(&own, garbage), mydevErrorInvalidValue);
+  CHECK_OK(mydevIpcGetMemHandle(&handle, buffer));
+  std::string hex = "IPC_TEST_HANDLE=";
+  for (char c : handle.reserved) {
+    char digits[3];
+    std::snprintf(digits, sizeof(digits), "%02x", static_cast<unsigned char>(c));
+    hex += digits;
+  }
+  CHECK(run_child("--child-ipc", {hex}) == 0);
+  CHECK(run_child("--child-ipc", {hex, "IPC_TEST_EXPECT_REFUSAL=1", "MYDEV_PEER_MEMORY=0"}) == 0);
+  CHECK_OK(mydevFree(buffer));
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "--child-launch-blocking") return child_launch_blocking();
@@ -1030,6 +1102,7 @@ int main(int argc, char** argv) {
   if (mode == "--child-zero-devices") return child_zero_devices();
   if (mode == "--child-exit-with-work") return child_exit_with_work();
   if (mode == "--child-fork-before-init") return child_fork_before_init();
+  if (mode == "--child-ipc") return child_ipc();
 
   // Read once, at the first runtime call below.
   setenv("MYDEV_DEVICE_COUNT", "2", 1);
@@ -1054,6 +1127,7 @@ int main(int argc, char** argv) {
       {"priority gate", test_priority_gate},
       {"fork child refusal", test_fork_child_refusal},
       {"child processes", test_child_processes},
+      {"peer memory", test_peer_memory},
       {"latency", skip_latency ? nullptr : measure_latency},
   };
   for (const Case& c : cases) {

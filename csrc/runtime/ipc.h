@@ -1,0 +1,13 @@
+// Peer memory between processes (mydevIpc*): what the device properties
+// need to know of it.
+#pragma once
+
+namespace mydev_sim {
+
+// Whether this process can map another process's device memory at all:
+// MYDEV_PEER_MEMORY allows it and the OS lets a process take a file
+// descriptor from another one (pidfd_getfd or /proc/<pid>/fd). A peer can
+// still refuse (another user, exited): mydevIpcOpenMemHandle says so.
+bool peer_memory_supported();
+
+}  // namespace mydev_sim
