@@ -25,9 +25,17 @@ torch 2.13's default-backend-type quirks are handled here, in
 
 In every case the group gets CUSTOM (myccl) as its default type, as NCCL
 would be for CUDA.
+
+A group destroyed and created again would find its predecessor's keys in the
+rendezvous store, which torch keeps; ``_fresh_keys`` gives every incarnation
+of a myccl group its own.
+
+``split_group`` (a 2-D DeviceMesh of a group created with ``device_id=``)
+deep-copies ``parent_backend.options``, an attribute only the NCCL and XCCL
+bindings have; ``_expose_split_options`` gives myccl one.
 """
 
-from datetime import timedelta
+from collections import Counter
 from types import ModuleType
 from typing import Any
 
@@ -36,17 +44,9 @@ _registered = False
 
 
 def _create_backend(dist_backend_opts: Any, backend_options: Any = None) -> Any:
-    from . import _C
+    from ._myccl_transport import create_backend
 
-    timeout = dist_backend_opts.timeout
-    if not isinstance(timeout, timedelta):
-        timeout = timedelta(seconds=float(timeout))
-    return _C.MycclBackend(
-        dist_backend_opts.store,
-        dist_backend_opts.group_rank,
-        dist_backend_opts.group_size,
-        timeout,
-    )
+    return create_backend(dist_backend_opts, backend_options)
 
 
 def _uses_myccl(backend: Any) -> bool:
@@ -82,23 +82,54 @@ def _default_spec(backend: Any) -> Any:
     return backend
 
 
+# How many groups of each name this process has created. torch keeps the
+# rendezvous store (a multi-tenant TCPStore), keys included, across
+# destroy_process_group, and a group created again gets the same name: its
+# backends would read their predecessors' keys (gloo connects to a closed
+# port, myccl opens a shared segment that is gone). Every rank creates its
+# groups in the same order, so the count is equal on all of them.
+_incarnations: Counter = Counter()
+
+
+def _fresh_keys(store: Any, group_name: str) -> Any:
+    """``store`` under a prefix of its own for this incarnation of the group."""
+    from torch.distributed import PrefixStore
+
+    _incarnations[group_name] += 1
+    return PrefixStore(f"incarnation{_incarnations[group_name]}", store)
+
+
 def _wrap_new_process_group_helper(c10d: ModuleType) -> None:
+    from ._myccl_transport import fill_gloo_global_ranks
+
     original = c10d._new_process_group_helper
     if getattr(original, "_myccl_wrapped", False):
         return
 
     def _new_process_group_helper(group_size, group_rank, global_ranks_in_group, backend,
-                                  *args, **kwargs):
+                                  store, group_name, *args, **kwargs):
         backend = _default_spec(backend)
+        if _uses_myccl(backend):
+            store = _fresh_keys(store, group_name)
         result = original(group_size, group_rank, global_ranks_in_group, backend,
-                          *args, **kwargs)
+                          store, group_name, *args, **kwargs)
         pg = result[0] if isinstance(result, tuple) else result
         _fix_default_backend(pg, backend)
+        fill_gloo_global_ranks(pg, global_ranks_in_group, group_size)
         return result
 
     _new_process_group_helper._myccl_wrapped = True  # type: ignore[attr-defined]
     _new_process_group_helper.__wrapped__ = original  # type: ignore[attr-defined]
     c10d._new_process_group_helper = _new_process_group_helper
+
+
+def _expose_split_options() -> None:
+    """``options`` = None: the split keeps the parent's timeout. (Torch's base
+    ``Backend.Options`` cannot be deep-copied, so it is no alternative.)"""
+    from . import _C
+
+    if not hasattr(_C.MycclBackend, "options"):
+        _C.MycclBackend.options = property(lambda backend: None)
 
 
 def register(c10d: ModuleType) -> None:
@@ -112,4 +143,5 @@ def register(c10d: ModuleType) -> None:
             BACKEND_NAME, _create_backend, extended_api=True, devices=["mydev"]
         )
     _wrap_new_process_group_helper(c10d)
+    _expose_split_options()
     _registered = True

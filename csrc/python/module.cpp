@@ -16,6 +16,7 @@
 #include "../core/mydev_stream.h"
 #include "../core/runtime_check.h"
 #include "../custom_ops/custom_ops.h"
+#include "../distributed/gloo_transport_backend.h"
 #include "../distributed/myccl_backend.h"
 #include "compiled_kernel_abi.h"
 #include "triton_launch_bindings.h"
@@ -267,4 +268,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("_ipc_close_mem_handle", [](uintptr_t ptr) {
     MYDEV_CHECK(mydevIpcCloseMemHandle(reinterpret_cast<void*>(ptr)));
   });
+  // myccl over gloo's TCP transport (device_ext/_myccl_transport.py picks
+  // it); `gloo` is a torch.distributed.ProcessGroupGloo of the same ranks.
+  py::class_<distributed::MycclGlooBackend, c10d::Backend,
+             c10::intrusive_ptr<distributed::MycclGlooBackend>>(m, "MycclGlooBackend")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& gloo,
+                       std::chrono::milliseconds timeout) {
+             return c10::make_intrusive<distributed::MycclGlooBackend>(gloo, timeout);
+           }),
+           py::arg("gloo"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
+      // split_group() deep-copies the parent backend's `options`; None keeps
+      // the parent's timeout (as device_ext/distributed.py gives MycclBackend).
+      .def_property_readonly("options",
+                             [](const distributed::MycclGlooBackend&) { return py::none(); });
 }

@@ -1,0 +1,112 @@
+// myccl across hosts: the collectives ride on gloo's TCP transport. Each one
+// runs as a kernel on the communication stream (CommStreamBackend) and hands
+// gloo host views of the mydev tensors, so gloo reads and writes device
+// memory in place.
+//
+// Gloo only moves bytes here; myccl reduces the ranks' contributions itself
+// (reduction.h), in rank order. That keeps results bit-identical to the
+// shared-memory backend's for every dtype and reduce op, which gloo alone
+// would not: it lacks int16, reduces float16/bfloat16 in their own precision
+// and sums floats in ring order.
+//
+// The gloo backend is torch's ProcessGroupGloo, created in Python (the CPU
+// wheel ships no gloo headers) and driven through the c10d::Backend interface.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "comm_stream_backend.h"
+
+namespace mydev::distributed {
+
+class MycclGlooBackend : public CommStreamBackend {
+ public:
+  // `gloo`: a gloo c10d backend of the same ranks, on a store of its own.
+  MycclGlooBackend(c10::intrusive_ptr<c10d::Backend> gloo, std::chrono::milliseconds timeout);
+  ~MycclGlooBackend() override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(
+      std::vector<at::Tensor>& tensors,
+      const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather(
+      std::vector<std::vector<at::Tensor>>& output_tensors,
+      std::vector<at::Tensor>& input_tensors,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output_buffer, at::Tensor& input_buffer,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& output_tensors,
+      std::vector<std::vector<at::Tensor>>& input_tensors,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output_tensor, at::Tensor& input_tensor,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> gather(
+      std::vector<std::vector<at::Tensor>>& output_tensors,
+      std::vector<at::Tensor>& input_tensors,
+      const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> scatter(
+      std::vector<at::Tensor>& output_tensors,
+      std::vector<std::vector<at::Tensor>>& input_tensors,
+      const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(
+      at::Tensor& output_buffer, at::Tensor& input_buffer,
+      std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes,
+      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(
+      std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors,
+      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(
+      const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+
+  // A gloo send completes only once the peer posted the matching receive,
+  // so the sends and receives of a batch (batch_isend_irecv) are all posted
+  // first and waited for together at the end, as NCCL's group calls do.
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+ protected:
+  c10::intrusive_ptr<c10d::Backend> createSubgroup(
+      const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+      std::chrono::milliseconds timeout) override;
+  // Gloo cannot be told to abort: a peer waiting for this rank fails at its
+  // own timeout, or at once if this rank's process exits.
+  void abortPeers() override {}
+
+ private:
+  // launch() of a kernel that drives gloo; `body` gets the gloo backend and
+  // the timeout of each gloo operation. A gloo failure becomes a myccl error
+  // naming the collective and this rank.
+  c10::intrusive_ptr<c10d::Work> launchGloo(
+      c10d::OpType type, const char* name, c10::Device device,
+      const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
+      std::function<void(c10d::Backend& gloo, std::chrono::milliseconds timeout)> body);
+  c10::intrusive_ptr<c10d::Work> pointToPoint(c10d::OpType type, const char* name,
+                                              std::vector<at::Tensor>& tensors, int peer,
+                                              int tag);
+
+  c10::intrusive_ptr<c10d::Backend> gloo_;
+  // While coalescing: the batch's posted sends and receives (filled on the
+  // communication stream), and how many were launched.
+  std::shared_ptr<std::vector<c10::intrusive_ptr<c10d::Work>>> batch_;
+  size_t batch_launched_ = 0;
+};
+
+}  // namespace mydev::distributed
