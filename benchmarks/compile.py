@@ -141,11 +141,12 @@ def _has_batchnorm(model: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
-def _make_op(case: ModelCase, phase: str, size: str, device: str, compiled: bool) -> Tuple[Op, str]:
-    """The workload ``phase`` of ``case`` on ``device`` (compiled or eager)
-    and its input's shape."""
+def make_workload(case: ModelCase, phase: str, size: str, device: str, compiled: bool,
+                  backend: Any = "inductor") -> Tuple[Op, str]:
+    """The workload ``phase`` of ``case`` on ``device`` (compiled with
+    ``backend``, or eager) and its input's shape."""
     model, x = case.make(size, device)
-    fn = torch.compile(model) if compiled else model
+    fn = torch.compile(model, backend=backend) if compiled else model
     if phase == "inference":
         model.train(not _has_batchnorm(model))
 
@@ -198,10 +199,10 @@ def measure(case: ModelCase, phase: str, budget: CompileBudget) -> Row:
     row = Row(section=phase, model=case.name, shape="")
     mydev_sync = sync_devices((0,))
     try:
-        eager_mydev, row.shape = _make_op(case, phase, budget.size, DEVICE, compiled=False)
-        eager_cpu, _ = _make_op(case, phase, budget.size, "cpu", compiled=False)
-        compiled_mydev, _ = _make_op(case, phase, budget.size, DEVICE, compiled=True)
-        compiled_cpu, _ = _make_op(case, phase, budget.size, "cpu", compiled=True)
+        eager_mydev, row.shape = make_workload(case, phase, budget.size, DEVICE, compiled=False)
+        eager_cpu, _ = make_workload(case, phase, budget.size, "cpu", compiled=False)
+        compiled_mydev, _ = make_workload(case, phase, budget.size, DEVICE, compiled=True)
+        compiled_cpu, _ = make_workload(case, phase, budget.size, "cpu", compiled=True)
         _first_call(eager_mydev, mydev_sync)
         _first_call(eager_cpu, no_sync)
         before = _counters()

@@ -1,5 +1,6 @@
-"""torch.compile for mydev: Inductor generates C++ kernels, builds them with
-the device compiler and launches them on mydev streams.
+"""torch.compile for mydev: Inductor generates C++ kernels (or, with
+``config.kernel_language = "triton"``, Triton kernels), builds them for the
+device and launches them on mydev streams.
 
 Nothing here needs importing by hand: ``device_ext`` registers this backend
 as soon as a process imports Inductor (see device_ext/_compile_integration.py).
@@ -17,11 +18,7 @@ def register() -> None:
     with _lock:
         if _registered:
             return
-        from torch._inductor.codegen import cpp_utils
-        from torch._inductor.codegen.common import (
-            register_backend_for_device,
-            register_device_op_overrides,
-        )
+        from torch._inductor.codegen import common, cpp_utils
         from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 
         from . import config, torch_workarounds
@@ -29,11 +26,12 @@ def register() -> None:
         from .cpp_wrapper import MydevCppWrapperCodegen
         from .device_interface import DEVICE, register_device_interface
         from .device_op_overrides import MydevDeviceOpOverrides
+        from .kernel_languages import MydevCodegens
         from .python_wrapper import MydevPythonWrapperCodegen
         from .scheduling import MydevScheduling
 
         register_device_interface()
-        register_backend_for_device(
+        common.register_backend_for_device(
             DEVICE,
             MydevScheduling,
             MydevPythonWrapperCodegen,
@@ -41,7 +39,12 @@ def register() -> None:
             WrapperFxCodegen,
             device_custom_config=config,
         )
-        register_device_op_overrides(DEVICE, MydevDeviceOpOverrides())
+        # register_backend_for_device stores one scheduling class per device;
+        # mydev's entry answers by config.kernel_language at each compile.
+        common.device_codegens[DEVICE] = MydevCodegens(
+            MydevPythonWrapperCodegen, MydevCppWrapperCodegen, WrapperFxCodegen
+        )
+        common.register_device_op_overrides(DEVICE, MydevDeviceOpOverrides())
         # How the C++ wrapper names the device type (the PrivateUse1 key).
         cpp_utils.DEVICE_TO_ATEN[DEVICE] = "at::kPrivateUse1"
         register_benchmarker()

@@ -17,9 +17,11 @@ from torch.utils._config_module import install_config_module
 
 from device_ext import _C
 
-# The language mydev kernels are generated in. "cpp": Inductor's C++ kernel
-# generator (vectorized loop nests), compiled by the device compiler.
-# MYDEV_INDUCTOR_KERNEL_LANGUAGE sets the default.
+# The language mydev kernels are generated in, read at each compile (see
+# kernel_languages.py). "cpp": Inductor's C++ kernel generator (vectorized
+# loop nests), compiled by the device compiler. "triton": Inductor's Triton
+# kernel generator, compiled and run by Triton's mydev backend (needs the
+# triton package). MYDEV_INDUCTOR_KERNEL_LANGUAGE sets the default.
 kernel_language: str = os.environ.get("MYDEV_INDUCTOR_KERNEL_LANGUAGE", "cpp")
 
 # Version of the contract between kernel modules and device_ext._C

@@ -15,6 +15,7 @@ import torch
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.virtualized import V
 
+from . import config
 from .device_interface import DEVICE
 from .kernel_modules import INCLUDE_DIR
 
@@ -35,9 +36,19 @@ def _is_host_input(name: str) -> bool:
     return device is not None and device.type == "cpu"
 
 
+def _triton_needs_the_python_wrapper() -> NotImplementedError:
+    return NotImplementedError(
+        f"Triton kernels on {DEVICE} (kernel_language='triton', or a user-defined "
+        "Triton kernel) are launched by the Python wrapper only; compile with "
+        "torch._inductor.config.cpp_wrapper=False"
+    )
+
+
 class MydevCppWrapperCodegen(CppWrapperCpu):
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        if config.kernel_language == "triton":
+            raise _triton_needs_the_python_wrapper()
         return MydevCppWrapperCodegen()
 
     @staticmethod
@@ -49,6 +60,8 @@ class MydevCppWrapperCodegen(CppWrapperCpu):
 
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, arg_types=None, **kwargs):
         device = device or V.graph.get_current_device_or_throw()
+        if triton and device.type == DEVICE:
+            raise _triton_needs_the_python_wrapper()
         if triton or device.type != DEVICE:
             return super()._generate_kernel_call_helper(
                 kernel_name, call_args, device=device, triton=triton, arg_types=arg_types, **kwargs

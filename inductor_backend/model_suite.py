@@ -4,7 +4,8 @@ Each entry builds a small model, an input batch and a loss, on any device,
 from a seed, so the same model can be run compiled on mydev, eagerly on the
 CPU and compiled on the CPU, and compared. tests/test_compile_models.py checks
 values and gradients; benchmarks/compile.py times them. ``size`` scales the
-models: "test" keeps compile and run time low; "bench" is big enough that
+models: "test" keeps compile and run time low ("tiny" lower still, for the
+interpreted Triton kernels); "bench" is big enough that
 kernel time dominates launch overhead, with a width at which normalization,
 activations and residuals (what compilation fuses) are a real share of the
 work next to the matrix multiplies (at widths of 256 and more the models are
@@ -21,6 +22,8 @@ from torch import nn
 _SIZES = {
     # name: (batch, width, sequence length)
     "test": (4, 32, 16),
+    # For the Triton kernel language, whose kernels the simulator interprets.
+    "tiny": (2, 16, 8),
     "bench": (32, 64, 256),
 }
 

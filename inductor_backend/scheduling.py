@@ -1,25 +1,15 @@
-"""Kernel generation for mydev: Inductor's C++ scheduling (fusion, vectorized
-loop nests, OpenMP work sharing across the device's compute units), with each
-kernel defined as a mydev kernel module instead of a CPU function."""
+"""Kernel generation for mydev in the "cpp" kernel language: Inductor's C++
+scheduling (fusion, vectorized loop nests, OpenMP work sharing across the
+device's compute units), with each kernel defined as a mydev kernel module
+instead of a CPU function."""
 
 from torch._inductor import config as inductor_config
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.utils import IndentedBuffer, Placeholder, get_fused_kernel_name
 from torch._inductor.virtualized import V
 
-from . import config
-
 
 class MydevScheduling(CppScheduling):
-    def __init__(self, scheduler):
-        if config.kernel_language != "cpp":
-            raise ValueError(
-                f"inductor_backend.config.kernel_language={config.kernel_language!r} "
-                "(MYDEV_INDUCTOR_KERNEL_LANGUAGE): the mydev kernel languages "
-                "available are: 'cpp'"
-            )
-        super().__init__(scheduler)
-
     def define_kernel(self, src_code, nodes, kernel_args=None):
         if V.graph.cpp_wrapper:
             # The C++ wrapper compiles kernels into its own module and

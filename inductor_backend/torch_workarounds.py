@@ -1,15 +1,19 @@
 """Where torch 2.13's Inductor assumes that only "cpu" runs C++ kernels, that
-only GPU_TYPES have device guards, or that a PrivateUse1 convolution keeps
-the contiguous layout. Every adjustment for mydev is here,
+only GPU_TYPES have device guards, that a PrivateUse1 convolution keeps
+the contiguous layout, or that Triton runs only on a fixed list of devices.
+Every adjustment for mydev is here,
 applied once at registration; tests/test_compile_workarounds.py shows what
 goes wrong without each.
 """
 
+import functools
 import importlib
 from typing import Any, Callable, Optional
 
 import torch
+import torch.utils._triton
 from torch._inductor import scheduler
+from torch._inductor.runtime import triton_heuristics
 
 from . import config
 
@@ -31,12 +35,15 @@ def _treat_mydev_as_cpp_codegen(
     # The scheduler asks node.is_cpu() in exactly three places, all meaning
     # "this node's kernel comes from the C++ code generator, which does not
     # support loop reordering, reindexing for reductions or index inversion
-    # after fusion". mydev's kernels come from that generator too; without
-    # this a pointwise fused into a reduction is reindexed for a SIMD kernel
-    # and the C++ kernel generator fails on it.
+    # after fusion". mydev's "cpp" kernels come from that generator too;
+    # without this a pointwise fused into a reduction is reindexed for a SIMD
+    # kernel and the C++ kernel generator fails on it. (Triton kernels are
+    # SIMD kernels: with kernel_language="triton" mydev nodes get all three.)
     def is_cpu_or_mydev(node: scheduler.BaseSchedulerNode) -> bool:
         device = node.get_device()
-        return is_cpu(node) or (device is not None and device.type == DEVICE)
+        return is_cpu(node) or (
+            device is not None and device.type == DEVICE and config.kernel_language == "cpp"
+        )
 
     is_cpu_or_mydev.__wrapped__ = is_cpu  # type: ignore[attr-defined]
     return is_cpu_or_mydev
@@ -107,6 +114,43 @@ def _cpu_stand_in(tensor: torch.Tensor) -> torch.Tensor:
         )
 
 
+def _count_mydev_as_a_triton_device(has_triton: Callable[[], bool]) -> Callable[[], bool]:
+    # Dynamo captures calls of @triton.jit kernels (directly or through
+    # torch.library.wrap_triton) only when torch.utils._triton.has_triton()
+    # is true, and that asks a fixed list of devices (cuda, xpu, mtia, cpu
+    # with the triton-cpu backend). Without this, calling a Triton kernel in
+    # a function compiled for mydev is a graph break.
+    @functools.cache
+    def has_triton_or_mydev_triton() -> bool:
+        from .kernel_languages import triton_unavailable_reason
+
+        return has_triton() or (torch.mydev.is_available() and triton_unavailable_reason() is None)
+
+    has_triton_or_mydev_triton.__wrapped__ = has_triton  # type: ignore[attr-defined]
+    return has_triton_or_mydev_triton
+
+
+def _reload_python_of_mydev_triton_kernels(make_launchers: Callable[[Any], None]) -> Callable[[Any], None]:
+    # Inductor compiles Triton kernels in its worker processes and, before
+    # sending one back, drops the kernel's Python function (CachingAutotuner.
+    # prepare_for_pickle), which a GPU never needs again: it runs the binary.
+    # mydev's Triton backend executes kernels from that function (the
+    # simulator interprets them), so without this every kernel compiled in
+    # a worker fails at its first launch. The function is loaded again in
+    # the parent, into the very JITFunction the compiled kernels refer to.
+    def make_launchers_with_python(autotuner: Any) -> None:
+        kernel = autotuner.fn
+        if autotuner.device_props.type == DEVICE and kernel.fn is None:
+            reloaded = autotuner._reload_kernel().fn
+            kernel.fn = reloaded.fn
+            kernel.__globals__ = reloaded.__globals__
+            kernel.used_global_vals = reloaded.used_global_vals
+        make_launchers(autotuner)
+
+    make_launchers_with_python.__wrapped__ = make_launchers  # type: ignore[attr-defined]
+    return make_launchers_with_python
+
+
 def install() -> None:
     if not hasattr(scheduler.BaseSchedulerNode.is_cpu, "__wrapped__"):
         scheduler.BaseSchedulerNode.is_cpu = _treat_mydev_as_cpp_codegen(
@@ -117,6 +161,14 @@ def install() -> None:
     if not hasattr(torch._C._select_conv_backend, "__wrapped__"):
         torch._C._select_conv_backend = _select_conv_backend_like_the_cpu(
             torch._C._select_conv_backend
+        )
+    # Dynamo imports has_triton from its module each time it asks. (The
+    # original is a functools.cache, which has a __wrapped__ of its own.)
+    if torch.utils._triton.has_triton.__module__ != __name__:
+        torch.utils._triton.has_triton = _count_mydev_as_a_triton_device(torch.utils._triton.has_triton)
+    if not hasattr(triton_heuristics.CachingAutotuner._make_launchers, "__wrapped__"):
+        triton_heuristics.CachingAutotuner._make_launchers = _reload_python_of_mydev_triton_kernels(
+            triton_heuristics.CachingAutotuner._make_launchers
         )
     utils = importlib.import_module(_GET_CURRENT_BACKEND_USERS[0])
     if not hasattr(utils.get_current_backend, "__wrapped__"):

@@ -176,3 +176,97 @@ def test_select_conv_backend_answers_like_the_cpu_for_mydev():
     assert patched["device"] == "mydev:0" and patched["max_error"] < 1e-4
     assert not original["ok"]
     assert "AssertionError" in original["error"] and "stride" in original["error"], original["error"]
+
+
+# A user-defined Triton kernel must live in a file (Triton reads its source).
+USER_KERNEL_MODULE = '''
+import os, sys, tempfile
+import triton
+import triton.language as tl
+
+kernel_dir = tempfile.mkdtemp()
+with open(os.path.join(kernel_dir, "user_kernels.py"), "w") as source:
+    source.write("""
+import triton
+import triton.language as tl
+
+@triton.jit
+def add_one_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
+""")
+sys.path.insert(0, kernel_dir)
+from user_kernels import add_one_kernel
+'''
+
+
+def test_has_triton_counts_mydev_as_a_triton_device():
+    """Without it Dynamo does not know Triton kernels on mydev:
+    torch.utils._triton.has_triton() asks a fixed list of devices and answers
+    False here, so Dynamo traces into the kernel's launch code and fails
+    (a graph break, an error with fullgraph=True)."""
+    pytest.importorskip("triton", reason="Triton is optional for mydev")
+    seen = run_both(USER_KERNEL_MODULE + textwrap.dedent(
+        """
+        def add_one_twice(x):
+            if x.device.type == "cpu":     # the reference (Triton has no CPU backend here)
+                return (x + 1) * 2
+            out = torch.empty_like(x)
+            add_one_kernel[(1,)](x, out, x.numel(), BLOCK=64)
+            return out * 2
+
+        x = torch.randn(10, generator=torch.Generator().manual_seed(0)).to("mydev")
+        assert torch.utils._triton.has_triton()
+        patched = attempt(add_one_twice, x)
+        torch.utils._triton.has_triton = torch.utils._triton.has_triton.__wrapped__
+        assert not torch.utils._triton.has_triton()
+        print(json.dumps({"patched": patched, "original": attempt(add_one_twice, x)}))
+        """
+    ))
+    patched, original = seen["patched"], seen["original"]
+    assert patched["ok"], patched
+    assert patched["device"] == "mydev:0" and patched["max_error"] == 0
+    assert "add_one_kernel" in patched["code"]
+    assert not original["ok"]
+    assert original["error"].startswith("Unsupported"), original["error"]
+    assert "triton" in original["error"], original["error"]
+
+
+def test_mydev_triton_kernels_compiled_in_workers_get_their_python_back():
+    """Without it every Triton kernel Inductor compiles in a worker process
+    fails at its first launch on mydev: the worker drops the kernel's Python
+    function before sending it back (a GPU only needs the binary), and the
+    simulator interprets that function."""
+    pytest.importorskip("triton", reason="Triton is optional for mydev")
+    seen = run_both(
+        """
+        import torch._inductor.config
+        import inductor_backend.config as mydev_config
+        from torch._inductor.async_compile import AsyncCompile, CompiledTritonKernels
+        from torch._inductor.runtime import triton_heuristics
+
+        # Kernels compile in the worker pool once it is up.
+        torch._inductor.config.compile_threads = 2
+        AsyncCompile.use_process_pool()
+        AsyncCompile._ready_future.result(timeout=120)
+
+        def cos_affine(x):
+            return (x * 2 + 1).cos()
+
+        x = torch.randn(100, generator=torch.Generator().manual_seed(0)).to("mydev")
+        with mydev_config.patch(kernel_language="triton"):
+            patched = attempt(cos_affine, x)
+            autotuner = triton_heuristics.CachingAutotuner
+            autotuner._make_launchers = autotuner._make_launchers.__wrapped__
+            CompiledTritonKernels.cache_clear()   # compile again, in a worker
+            original = attempt(cos_affine, x)
+        print(json.dumps({"patched": patched, "original": original}))
+        """
+    )
+    patched, original = seen["patched"], seen["original"]
+    assert patched["ok"], patched
+    assert patched["device"] == "mydev:0" and patched["max_error"] < 1e-6
+    assert "async_compile.triton(" in patched["code"]
+    assert not original["ok"]
+    assert "NoneType" in original["error"], original["error"]
