@@ -26,18 +26,15 @@ torch 2.13's default-backend-type quirks are handled here, in
 In every case the group gets CUSTOM (myccl) as its default type, as NCCL
 would be for CUDA.
 
-A group destroyed and created again would find its predecessor's keys in the
-rendezvous store, which torch keeps; ``_fresh_keys`` gives every incarnation
-of a myccl group its own.
-
-``split_group`` (a 2-D DeviceMesh of a group created with ``device_id=``)
-deep-copies ``parent_backend.options``, an attribute only the NCCL and XCCL
-bindings have; ``_expose_split_options`` gives myccl one.
+A group destroyed and created again on the same rendezvous address could
+lose its store server or read its predecessor's keys; ``_fresh_keys`` keeps
+the store and gives every incarnation of a myccl group keys of its own.
 """
 
+import atexit
 from collections import Counter
 from types import ModuleType
-from typing import Any
+from typing import Any, Dict
 
 BACKEND_NAME = "myccl"
 _registered = False
@@ -82,19 +79,25 @@ def _default_spec(backend: Any) -> Any:
     return backend
 
 
-# How many groups of each name this process has created. torch keeps the
-# rendezvous store (a multi-tenant TCPStore), keys included, across
-# destroy_process_group, and a group created again gets the same name: its
-# backends would read their predecessors' keys (gloo connects to a closed
-# port, myccl opens a shared segment that is gone). Every rank creates its
-# groups in the same order, so the count is equal on all of them.
+# A group destroyed and created again on the same rendezvous address meets
+# two torch behaviours. The TCPStore server lives in rank 0's process, shared
+# by every store on its port, and shuts down when the last of them goes: if
+# it did so between the incarnations, a faster peer already connected for
+# the next one would lose its connection. And while it lives, the keys stay:
+# the group, which gets the same name again, would read its predecessor's
+# (gloo connects to a closed port, myccl opens a shared segment that is
+# gone). So every group's store is kept, and each incarnation gets a prefix
+# of its own. Every rank creates its groups in the same order, so the count
+# is equal on all of them.
 _incarnations: Counter = Counter()
+_kept_stores: Dict[str, Any] = {}
 
 
 def _fresh_keys(store: Any, group_name: str) -> Any:
     """``store`` under a prefix of its own for this incarnation of the group."""
     from torch.distributed import PrefixStore
 
+    _kept_stores[group_name] = store
     _incarnations[group_name] += 1
     return PrefixStore(f"incarnation{_incarnations[group_name]}", store)
 
@@ -123,17 +126,10 @@ def _wrap_new_process_group_helper(c10d: ModuleType) -> None:
     c10d._new_process_group_helper = _new_process_group_helper
 
 
-def _expose_split_options() -> None:
-    """``options`` = None: the split keeps the parent's timeout. (Torch's base
-    ``Backend.Options`` cannot be deep-copied, so it is no alternative.)"""
-    from . import _C
-
-    if not hasattr(_C.MycclBackend, "options"):
-        _C.MycclBackend.options = property(lambda backend: None)
-
-
 def register(c10d: ModuleType) -> None:
     """Registers myccl with ``torch.distributed`` (idempotent)."""
+    from . import _C
+
     global _registered
     if _registered:
         return
@@ -143,5 +139,6 @@ def register(c10d: ModuleType) -> None:
             BACKEND_NAME, _create_backend, extended_api=True, devices=["mydev"]
         )
     _wrap_new_process_group_helper(c10d)
-    _expose_split_options()
+    # Before finalization: the watcher threads must stop releasing tensors.
+    atexit.register(_C._myccl_python_is_exiting)
     _registered = True

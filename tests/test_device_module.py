@@ -119,6 +119,8 @@ def test_device_properties(index: int) -> None:
     assert props.total_memory == torch.mydev.mem_get_info(index)[1]
     assert props.multi_processor_count >= 1
     assert (props.major, props.minor) == torch.mydev.get_device_capability(index) == (1, 0)
+    # Triton targets and Inductor's Triton heuristics plan programs in warps.
+    assert props.warp_size == 32
     assert props.name in repr(props)
     # Same answers for every way of naming the device.
     assert torch.mydev.get_device_name(f"mydev:{index}") == props.name

@@ -1,5 +1,7 @@
 #include "comm_stream_backend.h"
 
+#include <Python.h>
+
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -13,6 +15,19 @@
 #include "collective_checks.h"
 
 namespace mydev::distributed {
+namespace {
+
+std::atomic<bool> python_exiting{false};
+
+// The flag covers exits that run atexit handlers; _Py_IsFinalizing the rest
+// (it turns true a little later, once the handlers ran).
+bool mustLeavePythonObjectsAlone() {
+  return python_exiting.load() || _Py_IsFinalizing();
+}
+
+}  // namespace
+
+void CommStreamBackend::pythonIsExiting() { python_exiting.store(true); }
 
 CommStreamBackend::CommStreamBackend(int rank, int size, std::chrono::milliseconds timeout)
     : c10d::Backend(rank, size),
@@ -64,6 +79,12 @@ void CommStreamBackend::watch(const std::shared_ptr<WatchQueue>& queue) {
       queue->pending.pop_front();
     }
     item.state->waitDone(std::chrono::milliseconds(0));
+    if (mustLeavePythonObjectsAlone()) {
+      // Completing the future would run Python callbacks, and dropping the
+      // item would release tensors: the process is exiting, so leak it.
+      new Pending(std::move(item));
+      continue;
+    }
     std::exception_ptr error;
     {
       std::lock_guard<std::mutex> lock(item.state->mutex);

@@ -71,6 +71,13 @@ class CommStreamBackend : public c10d::Backend {
       const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
       const c10::intrusive_ptr<Options>& opts) override;
 
+  // Called (from an atexit handler) before the interpreter finalizes: from
+  // then on the watcher threads leave completed collectives' futures and
+  // tensors alone. Releasing a tensor that has a Python object takes the
+  // GIL, which kills a non-Python thread once finalization began, and a
+  // watcher dying that way aborts the process.
+  static void pythonIsExiting();
+
  protected:
   CommStreamBackend(int rank, int size, std::chrono::milliseconds timeout);
 

@@ -33,6 +33,7 @@ struct DeviceProperties {
   int major;
   int minor;
   int simd_width_bytes;
+  int warp_size;
   bool can_map_peer_memory;
 };
 
@@ -42,7 +43,7 @@ DeviceProperties deviceProperties(c10::DeviceIndex device) {
   MYDEV_CHECK(mydevGetDeviceProperties(&prop, device));
   return {prop.name,  prop.totalGlobalMem, prop.multiProcessorCount,
           prop.major, prop.minor,          prop.simdWidthBytes,
-          prop.canMapPeerMemory != 0};
+          prop.warpSize, prop.canMapPeerMemory != 0};
 }
 
 py::dict stat(const c10::CachingAllocator::Stat& value) {
@@ -123,6 +124,7 @@ PYBIND11_MODULE(_C, m) {
       .def_readonly("major", &DeviceProperties::major)
       .def_readonly("minor", &DeviceProperties::minor)
       .def_readonly("simd_width_bytes", &DeviceProperties::simd_width_bytes)
+      .def_readonly("warp_size", &DeviceProperties::warp_size)
       .def_readonly("can_map_peer_memory", &DeviceProperties::can_map_peer_memory)
       .def("__repr__", [](const DeviceProperties& p) {
         return "_MydevDeviceProperties(name='" + p.name +
@@ -247,7 +249,12 @@ PYBIND11_MODULE(_C, m) {
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>())
-      .def("algorithm_counts", &distributed::MycclBackend::algorithmCounts);
+      .def("algorithm_counts", &distributed::MycclBackend::algorithmCounts)
+      // split_group() deep-copies the parent backend's `options`; None keeps
+      // the parent's timeout.
+      .def_property_readonly("options",
+                             [](const distributed::MycclBackend&) { return py::none(); });
+  m.def("_myccl_python_is_exiting", &distributed::CommStreamBackend::pythonIsExiting);
   // The driver's peer-memory calls, for tests of them across processes: a
   // handle's bytes, and opening one to a raw address (read it only once the
   // owner's writes are complete).
@@ -277,8 +284,6 @@ PYBIND11_MODULE(_C, m) {
              return c10::make_intrusive<distributed::MycclGlooBackend>(gloo, timeout);
            }),
            py::arg("gloo"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
-      // split_group() deep-copies the parent backend's `options`; None keeps
-      // the parent's timeout (as device_ext/distributed.py gives MycclBackend).
       .def_property_readonly("options",
                              [](const distributed::MycclGlooBackend&) { return py::none(); });
 }

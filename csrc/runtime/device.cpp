@@ -240,6 +240,9 @@ mydevError_t mydevGetDeviceProperties(mydevDeviceProp* prop, int device) {
 #else
   prop->simdWidthBytes = 16;
 #endif
+  // The simulator runs a Triton program as one host task, so any width is
+  // correct; 32 is the one Inductor's Triton heuristics were tuned for.
+  prop->warpSize = 32;
   prop->maxStreamsPerDevice = 0;
   prop->canMapPeerMemory = peer_memory_supported() ? 1 : 0;
   return mydevSuccess;

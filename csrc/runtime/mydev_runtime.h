@@ -68,6 +68,8 @@ typedef struct mydevDeviceProp {
   int major;                         // capability version
   int minor;
   int simdWidthBytes;                // widest vector unit the kernels use
+  int warpSize;                      // lanes Triton and Inductor plan a
+                                     //    program's threads in
   int maxStreamsPerDevice;           // 0 = no fixed limit
   int canMapPeerMemory;              // 1: peers in other processes can map
                                      //    this device's memory (IPC handles)
