@@ -16,10 +16,24 @@ These are the nccl-tests definitions (GB/s = 10^9 bytes per second), with
 ``size`` in the ``size`` column. Sizes 4 KiB, 64 KiB, 1 MiB, 16 MiB, 64 MiB
 and 256 MiB (``--quick``: up to 16 MiB).
 
-Targets (from the collectives performance issue): myccl at least 3x gloo's
-bandwidth from 16 MiB up, and no slower than gloo (ratio >= 1) for small
-messages (<= 64 KiB). 1 MiB has no target ("-"). Nothing here asserts on
-time; PASS / MISS only compares the measured ratio with the target.
+The cross-host path: each row also times myccl over gloo's TCP transport
+(``MYCCL_TRANSPORT=gloo``, the path ranks on different hosts take), in a
+second set of rank processes per world size, since every rank of a group
+must use the same transport. Those processes time gloo on CPU tensors too,
+alternating with it as above, and the row prints that path's bandwidth
+("x-host"), the gloo figure taken alongside it ("its gloo") and their ratio
+("x-host/gloo"). It has no target: myccl reduces the ranks' contributions
+itself, in rank order, so that its results are bit-identical to the
+shared-memory path's, and gloo only moves bytes for it; it is expected to be
+slower than gloo alone. The ratio of two figures taken in separate processes
+at different times would measure the machine's load as much as the backends,
+hence the second gloo figure.
+
+Targets (from the collectives performance issue), for the shared-memory path
+only: myccl at least 3x gloo's bandwidth from 16 MiB up, and no slower than
+gloo (ratio >= 1) for small messages (<= 64 KiB). 1 MiB has no target ("-").
+Nothing here asserts on time; PASS / MISS only compares the measured ratio
+with the target.
 
 How it measures: the parent starts one fresh interpreter per rank (this file
 with ``--worker``); every rank runs the same rows. Per row and backend, one
@@ -30,25 +44,24 @@ N is found by doubling, as in harness.py, until a repetition lasts at least
 100 ms (30 ms quick) on the slowest rank, so 256 MiB rows make one call per
 repetition; the ranks agree on N through a gloo all_reduce. The myccl and
 gloo repetitions alternate (myccl, gloo, gloo, myccl, ...) as in
-harness.compare(), so both see the same load. A rank's figure is the median over repetitions; the row's time
-is the maximum of the ranks' medians. Every rank has an
-``init_process_group`` timeout and the parent kills all ranks of a world size
-that has not finished within its time limit (those rows then show ERROR), so
-the benchmark cannot hang. Ranks end with ``os._exit(0)`` (see
-tests/test_distributed.py: gloo can abort the interpreter at exit).
+harness.compare(), so both see the same load. A rank's figure is the median
+over repetitions; the row's time is the maximum of the ranks' medians. Every
+rank has an ``init_process_group`` timeout and the parent kills all ranks of
+a set that has not finished within its time limit (those rows then show
+ERROR, or an "x-host:" note for the cross-host set, whose failures leave the
+verdict alone), so the benchmark cannot hang. Ranks end with ``os._exit(0)``
+(see tests/test_distributed.py: gloo can abort the interpreter at exit).
 
-Which myccl algorithm runs: messages below 256 KiB are staged through the
-shared segment's slots, larger ones read the peers' device memory directly
-(peer-memory handles, no staging copy); see csrc/distributed/myccl_backend.h.
+Which myccl algorithm runs: on shared memory, messages below 256 KiB are
+staged through the shared segment's slots, larger ones read the peers'
+device memory directly (peer-memory handles, no staging copy); see
+csrc/distributed/myccl_backend.h. Cross-host, see
+csrc/distributed/gloo_transport_backend.h. The simulator runs every rank's
+device streams on host threads, so with 4 ranks on a 2-core machine ranks
+compete for cores; gloo runs on the same cores.
 
-Not measured: myccl's cross-host path (``MYCCL_TRANSPORT=gloo``, myccl over
-gloo's TCP transport); it was not in the committed tree when this benchmark
-last changed. The simulator runs every rank's device streams on host
-threads, so with 4 ranks on a 2-core machine ranks compete for cores; gloo
-runs on the same cores.
-
-    python benchmarks/collectives.py               # full run, about 2 minutes (2-core host)
-    python benchmarks/collectives.py --quick       # short run, about 25 s
+    python benchmarks/collectives.py               # full run, about 4-5 minutes (2-core host)
+    python benchmarks/collectives.py --quick       # short run, about 50 s
     python benchmarks/collectives.py --json out.json
 """
 
@@ -113,7 +126,8 @@ def bus_factor(op: str, world: int) -> float:
 
 @dataclass
 class Row:
-    """One line: myccl and gloo bus bandwidth (GB/s) for one collective."""
+    """One line: myccl and gloo bus bandwidth (GB/s) for one collective, and
+    myccl's cross-host path with the gloo figure measured alongside it."""
 
     section: str
     what: str
@@ -121,11 +135,20 @@ class Row:
     world: int
     calls: Tuple[int, int] = (0, 0)  # calls per repetition: myccl, gloo
     unit: str = "GB/s"
-    mydev: Optional[float] = None  # myccl busbw
+    mydev: Optional[float] = None  # myccl busbw (shared memory)
     cpu: Optional[float] = None  # gloo busbw
     mydev_us: Optional[float] = None
     cpu_us: Optional[float] = None
     error: str = ""
+    # myccl with MYCCL_TRANSPORT=gloo, in rank processes of its own, and gloo
+    # timed alternately with it in those processes: a ratio of two figures
+    # taken under the same load, as for the shared-memory path.
+    cross_host_calls: Tuple[int, int] = (0, 0)
+    cross_host: Optional[float] = None
+    cross_host_gloo: Optional[float] = None
+    cross_host_us: Optional[float] = None
+    cross_host_gloo_us: Optional[float] = None
+    cross_host_error: str = ""
 
     @property
     def target(self) -> Optional[float]:
@@ -140,7 +163,12 @@ class Row:
         return mydev_over_cpu(self.mydev, self.cpu)
 
     @property
+    def cross_host_ratio(self) -> Optional[float]:
+        return mydev_over_cpu(self.cross_host, self.cross_host_gloo)
+
+    @property
     def verdict(self) -> str:
+        """Of the shared-memory path only: the cross-host one has no target."""
         if self.error or self.ratio is None:
             return "ERROR"
         if self.target is None:
@@ -149,7 +177,7 @@ class Row:
 
     def to_json(self) -> Dict[str, Any]:
         return {**asdict(self), "target": self.target, "ratio": self.ratio,
-                "verdict": self.verdict}
+                "verdict": self.verdict, "cross_host_ratio": self.cross_host_ratio}
 
 
 def size_text(size: int) -> str:
@@ -261,17 +289,41 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_world(world: int, budget: CollectiveBudget) -> List[Row]:
-    progress(f"{world} processes: sizes {', '.join(size_text(s) for s in budget.sizes)}")
+# The MYCCL_TRANSPORT of each set of rank processes: set explicitly for both,
+# so that a value in the caller's environment cannot swap the two paths.
+SHARED_MEMORY = "shm"
+CROSS_HOST = "gloo"
+
+
+@dataclass
+class Outcome:
+    """One row as one set of rank processes measured it: the calls per
+    repetition and the slowest rank's median seconds per call, of myccl and
+    of gloo, or why there are none."""
+
+    calls: Tuple[int, int] = (0, 0)
+    myccl_s: float = 0.0
+    gloo_s: float = 0.0
+    error: str = ""
+
+
+def _run_ranks(world: int, budget: CollectiveBudget,
+               transport: str) -> Dict[Tuple[str, int], Outcome]:
+    """Starts ``world`` rank processes with ``MYCCL_TRANSPORT=transport``
+    and collects every row's outcome, keyed by (collective, size)."""
+    progress(f"{world} processes, MYCCL_TRANSPORT={transport}: sizes "
+             f"{', '.join(size_text(s) for s in budget.sizes)}")
     port = _free_port()
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONUNBUFFERED="1",
+               MYCCL_TRANSPORT=transport)
     procs = [
         subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(rank),
                           str(world), budget.name],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for rank in range(world)
     ]
-    deadline = time.monotonic() + budget.world_timeout_s
+    started = time.monotonic()
+    deadline = started + budget.world_timeout_s
     outputs: List[Tuple[str, str]] = []
     timed_out = False
     for proc in procs:
@@ -287,6 +339,9 @@ def _run_world(world: int, budget: CollectiveBudget) -> List[Row]:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+    # Shows how close a set came to its time limit.
+    progress(f"{world} processes, MYCCL_TRANSPORT={transport}: {time.monotonic() - started:.0f} s "
+             f"(limit {budget.world_timeout_s:.0f} s)")
 
     per_rank: List[Dict[Tuple[str, int], Dict[str, Any]]] = []
     for out, _ in outputs:
@@ -297,36 +352,55 @@ def _run_world(world: int, budget: CollectiveBudget) -> List[Row]:
                 results[(item["op"], item["size"])] = item
         per_rank.append(results)
 
-    rows = []
+    outcomes: Dict[Tuple[str, int], Outcome] = {}
     for size in budget.sizes:
         for op in OPS:
-            row = Row(section=f"world{world}", what=op, size=size, world=world)
             items = [r.get((op, size)) for r in per_rank]
             errors = [i["error"] for i in items if i and "error" in i]
             if errors:
-                row.error = errors[0]
+                outcome = Outcome(error=errors[0])
             elif any(i is None for i in items):
                 if timed_out:
-                    row.error = f"not finished within {budget.world_timeout_s:.0f} s (ranks killed)"
+                    outcome = Outcome(error=f"not finished within {budget.world_timeout_s:.0f} s "
+                                            f"(ranks killed)")
                 else:
                     codes = [p.returncode for p in procs]
                     tail = next((e.strip().splitlines()[-1] for o, e in outputs if e.strip()), "")
-                    row.error = f"no result (exit codes {codes}) {tail[:100]}"
+                    outcome = Outcome(error=f"no result (exit codes {codes}) {tail[:100]}")
             else:
-                row.calls = tuple(items[0]["calls"])
-                mydev_s = max(i["mydev_s"] for i in items)
-                cpu_s = max(i["cpu_s"] for i in items)
-                factor = bus_factor(op, world) * size / 1e9
-                row.mydev, row.cpu = factor / mydev_s, factor / cpu_s
-                row.mydev_us, row.cpu_us = mydev_s * 1e6, cpu_s * 1e6
-            rows.append(row)
-    return rows
+                outcome = Outcome(calls=tuple(items[0]["calls"]),
+                                  myccl_s=max(i["mydev_s"] for i in items),
+                                  gloo_s=max(i["cpu_s"] for i in items))
+            outcomes[(op, size)] = outcome
+    return outcomes
 
 
 def measure_all(budget: CollectiveBudget) -> List[Row]:
     rows: List[Row] = []
     for world in budget.world_sizes:
-        rows += _run_world(world, budget)
+        shared_memory = _run_ranks(world, budget, SHARED_MEMORY)
+        cross_host = _run_ranks(world, budget, CROSS_HOST)
+        for size in budget.sizes:
+            for op in OPS:
+                row = Row(section=f"world{world}", what=op, size=size, world=world)
+                bus_gigabytes = bus_factor(op, world) * size / 1e9
+                shm = shared_memory[(op, size)]
+                if shm.error:
+                    row.error = shm.error
+                else:
+                    row.calls = shm.calls
+                    row.mydev, row.cpu = bus_gigabytes / shm.myccl_s, bus_gigabytes / shm.gloo_s
+                    row.mydev_us, row.cpu_us = shm.myccl_s * 1e6, shm.gloo_s * 1e6
+                tcp = cross_host[(op, size)]
+                if tcp.error:
+                    row.cross_host_error = tcp.error
+                else:
+                    row.cross_host_calls = tcp.calls
+                    row.cross_host = bus_gigabytes / tcp.myccl_s
+                    row.cross_host_gloo = bus_gigabytes / tcp.gloo_s
+                    row.cross_host_us = tcp.myccl_s * 1e6
+                    row.cross_host_gloo_us = tcp.gloo_s * 1e6
+                rows.append(row)
     return rows
 
 
@@ -335,14 +409,18 @@ def measure_all(budget: CollectiveBudget) -> List[Row]:
 SECTION_TITLES = {
     f"world{n}": (f"{n} processes, bus bandwidth GB/s (higher is better); mydev = myccl on "
                   f"mydev, CPU = gloo on CPU. Target: mydev/CPU >= 3 from 16 MiB, >= 1 up "
-                  f"to 64 KiB.")
+                  f"to 64 KiB. x-host = myccl's cross-host path (MYCCL_TRANSPORT=gloo), its "
+                  f"gloo = gloo timed alongside it in the same rank processes; no target.")
     for n in (2, 4)
 }
 HEADERS = ("what", "size", "calls myccl/gloo", *FIGURE_HEADERS, "myccl us", "gloo us", "target",
-           "verdict", "note")
+           "verdict", "x-host", "its gloo", "x-host/gloo", "x-host us", "note")
 
 
 def table_cells(row: Row) -> Tuple[str, ...]:
+    notes = [row.error] if row.error else []
+    if row.cross_host_error:
+        notes.append(f"x-host: {row.cross_host_error}")
     return (
         row.what,
         size_text(row.size),
@@ -352,13 +430,22 @@ def table_cells(row: Row) -> Tuple[str, ...]:
         format_value(row.cpu_us),
         f">= {row.target:g}" if row.target is not None else "-",
         row.verdict,
-        row.error,
+        format_value(row.cross_host),
+        format_value(row.cross_host_gloo),
+        format_value(row.cross_host_ratio),
+        format_value(row.cross_host_us),
+        "; ".join(notes),
     )
+
+
+def cross_host_summary(rows: Sequence[Row]) -> str:
+    failed = sum(1 for row in rows if row.cross_host_ratio is None)
+    return f"cross-host (no target): {len(rows) - failed} measured, {failed} ERROR"
 
 
 def render_table(rows: Sequence[Row]) -> str:
     return "\n".join([render_sectioned_table(rows, table_cells, HEADERS, SECTION_TITLES), "",
-                      verdict_summary(rows)])
+                      verdict_summary(rows), cross_host_summary(rows)])
 
 
 if __name__ == "__main__":
