@@ -19,8 +19,8 @@ uint64_t mix(uint64_t value) {
 
 }  // namespace
 
-at::Generator hostGeneratorFor(const std::optional<at::Generator>& requested,
-                               c10::DeviceIndex device, uint64_t draws) {
+PhiloxInputs reservePhilox(const std::optional<at::Generator>& requested,
+                           c10::DeviceIndex device, uint64_t draws) {
   at::Generator source = requested.has_value() && requested->defined()
                              ? *requested
                              : defaultGenerator(device);
@@ -28,11 +28,13 @@ at::Generator hostGeneratorFor(const std::optional<at::Generator>& requested,
               "Expected a 'mydev' device type for generator but found '",
               source.device().type(), "'");
   auto* impl = at::check_generator<MydevGeneratorImpl>(source);
-  PhiloxInputs inputs{};
-  {
-    const std::lock_guard<std::mutex> lock(impl->mutex_);
-    inputs = impl->reserve(draws);
-  }
+  const std::lock_guard<std::mutex> lock(impl->mutex_);
+  return impl->reserve(draws);
+}
+
+at::Generator hostGeneratorFor(const std::optional<at::Generator>& requested,
+                               c10::DeviceIndex device, uint64_t draws) {
+  const PhiloxInputs inputs = reservePhilox(requested, device, draws);
   return at::make_generator<at::CPUGeneratorImpl>(
       mix(inputs.seed ^ mix(inputs.offset)));
 }

@@ -3,6 +3,36 @@
 // philox(seed, offset + i) and advance the offset by what they consumed, so
 // results do not depend on how the work is split across threads, and
 // DTensor can move a rank's offset to coordinate random ops across ranks.
+//
+// Precisely (csrc/aten/philox.h, csrc/aten/philox_random_ops.cpp): number
+// p of the stream is lane p % 4 of Philox4x32-10 with key = seed and 128-bit
+// counter = p / 4. Element i of an output, in row-major logical order
+// whatever its strides, uses position p = offset + i:
+//   uniform_(from, to)   from + u(p) * (to - from), u(p) = bits >> 8 / 2^24
+//                        for float/half/bfloat16 (computed in float), bits
+//                        / 2^32 for double; a value rounded up to `to`
+//                        becomes `from`
+//   normal_(mean, std)   mean + std * z(p), Box-Muller on the pair (p & ~1,
+//                        p | 1): z = sqrt(-2 ln u1) * (cos if p is even, sin
+//                        if odd)(2 pi u2), u1 in (0, 1] from p & ~1, u2 in
+//                        [0, 1) from p | 1; the normal(mean, std) tensor
+//                        overloads draw normal_(0, 1) and scale it
+//   bernoulli_(p)        bits / 2^32 < p (double), p a float or a tensor
+//                        broadcast to the output (and so dropout and
+//                        native_dropout, whose keep-mask is bernoulli_(1 - p))
+//   exponential_(lambd)  -ln(u) / lambd, u in (0, 1]
+//   random_(from, to)    (and randint) from + bits % range for ranges up
+//                        to 2^32; wider ranges (and the full 64-bit one)
+//                        take two numbers per element: positions
+//                        offset + 2i (high word) and offset + 2i + 1
+// A kernel advances the offset by the numbers it may use rounded up to a
+// multiple of 4 (reserve()), so a tensor drawn at offset o + k (k a
+// multiple of 4) is the tail of the one drawn at offset o.
+//
+// The other random ops (randperm, multinomial, cauchy_, log_normal_,
+// geometric_, poisson, _standard_gamma, rrelu, ...) run ATen's CPU kernels with a CPU generator seeded from (seed, offset)
+// (csrc/aten/device_randomness.h): deterministic and coordinated through
+// the offset, but not counter-based per element.
 #pragma once
 
 #include <ATen/core/Generator.h>
