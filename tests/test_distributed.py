@@ -3,8 +3,11 @@ distributed_harness.py: each rank is a fresh interpreter, every run has a
 hard timeout)."""
 
 import os
+import re
 import time
+from typing import Callable
 
+import pytest
 import torch
 
 from distributed_harness import (check_ok, exit_ok, expected_reduce, init_group, rank_tensor,
@@ -154,6 +157,64 @@ def _check_async(rank: int, world_size: int) -> None:
     assert bw.is_completed()
 
 
+def _check_bad_arguments(rank: int, world_size: int) -> None:
+    """Bad calls fail on the calling thread, with the same message whichever
+    transport myccl uses, and the group stays usable. Each call is bad on
+    every rank alike, so no rank launches a collective its peers skip."""
+    import torch.distributed as dist
+
+    dev = torch.device("mydev", 0)
+    backend = dist.group.WORLD._get_backend(dev)
+    bad_root = dist.BroadcastOptions()
+    bad_root.rootRank = world_size
+    ones = torch.ones(2, device=dev)
+    cases = [
+        (lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool, device=dev)),
+         "myccl: allreduce does not reduce bool tensors"),
+        (lambda: dist.all_reduce(torch.ones(4, 2, device=dev).t()),
+         "myccl: allreduce takes contiguous tensors"),
+        (lambda: backend.allreduce([torch.ones(2)]), "myccl: allreduce takes mydev tensors"),
+        (lambda: backend.broadcast([ones], bad_root),
+         f"myccl: broadcast root {world_size} is not a rank of this group"),
+        (lambda: dist.all_gather([torch.empty(2, device=dev)], ones),
+         f"myccl: allgather needs {world_size} output tensors, got 1"),
+        (lambda: dist.reduce_scatter(torch.empty(2, device=dev), [ones]),
+         f"myccl: reduce_scatter needs {world_size} input tensors, got 1"),
+        (lambda: dist.all_gather_single(torch.empty(2 * world_size + 1, device=dev), ones),
+         "myccl: _allgather_base output must hold world_size * input.numel() elements"),
+        (lambda: dist.reduce_scatter_single(ones, torch.ones(2 * world_size + 1, device=dev)),
+         "myccl: _reduce_scatter_base input must hold world_size * output.numel() elements"),
+        (lambda: dist.all_to_all([torch.empty(2, device=dev)], [ones]),
+         f"myccl: all_to_all takes one input and one output tensor per rank ({world_size}), "
+         "got 1 and 1"),
+        (lambda: dist.all_to_all_single(torch.empty((), device=dev), torch.ones((), device=dev)),
+         "myccl: all_to_all input needs at least one dimension"),
+        (lambda: dist.all_to_all_single(torch.empty(3, device=dev), torch.ones(3, device=dev),
+                                        [1] * world_size, [5] * world_size),
+         f"myccl: all_to_all input split sizes add up to {5 * world_size} rows, the tensor has 3"),
+        (lambda: backend.send([ones], rank, 0),
+         f"myccl: send on rank {rank}: peer {rank} is not another rank of this group"),
+    ]
+    for call, message in cases:
+        with pytest.raises(RuntimeError, match=re.escape(message)):
+            call()
+    t = torch.ones(4, device=dev)
+    dist.all_reduce(t)
+    _assert_equal(t, torch.full((4,), float(world_size)), "all_reduce after bad arguments")
+
+
+def _report_error(label: str, call: Callable[[], object]) -> None:
+    """Prints ``label: <first line of the error>`` for the test to check;
+    ``call`` (and the device work it queued) must fail."""
+    try:
+        call()
+        torch.mydev.synchronize()
+    except Exception as error:  # noqa: BLE001
+        print(f"{label}:", str(error).splitlines()[0])
+    else:
+        raise AssertionError(f"{label}: no error")
+
+
 # ---------------------------------------------------------------- workers
 
 
@@ -167,6 +228,7 @@ def _worker_mixed(rank: int, world_size: int) -> None:
     assert dist.group.WORLD._get_backend_name() == "custom"
     _check_collectives(rank, world_size)
     _check_async(rank, world_size)
+    _check_bad_arguments(rank, world_size)
     c = torch.full((3,), float(rank))
     dist.all_reduce(c)
     assert torch.equal(c, torch.full((3,), float(sum(range(world_size)))))
@@ -319,15 +381,9 @@ def _worker_peer_skips(rank: int, world_size: int) -> None:
             raise AssertionError("the all_reduce did not fail")
         assert work.is_completed()
         assert work.exception() is not None
-        try:
-            work.get_future().wait()
-        except Exception as error:  # noqa: BLE001
-            print("FUTURE ERROR:", str(error).splitlines()[0])
+        _report_error("FUTURE ERROR", work.get_future().wait)
         # Later collectives fail at once rather than deadlock.
-        try:
-            dist.all_reduce(torch.ones(2, device="mydev"))
-        except Exception as error:  # noqa: BLE001
-            print("AFTER:", str(error).splitlines()[0])
+        _report_error("AFTER", lambda: dist.all_reduce(torch.ones(2, device="mydev")))
         # The device itself still works.
         assert torch.equal((torch.ones(2, device="mydev") * 2).cpu(), torch.full((2,), 2.0))
     # Rank 1 just leaves (no destroy: the group is broken on rank 0).
@@ -566,32 +622,24 @@ def _worker_mismatch(rank: int, world_size: int) -> None:
 
     init_group(rank, world_size, "mydev:myccl,cpu:gloo", timeout_s=20)
     groups = [dist.new_group(list(range(world_size))) for _ in range(3)]
-
-    def report(label: str, fn) -> None:
-        try:
-            fn()
-            torch.mydev.synchronize()
-        except Exception as error:  # noqa: BLE001
-            print(f"{label}:", str(error).splitlines()[0])
-        else:
-            raise AssertionError(f"{label}: no error")
-
     # Sizes: 1000 vs 999 elements, small (staged) and large (direct).
     for label, numel, group in [("SIZE", 1000, None), ("BIGSIZE", 1 << 20, groups[0])]:
-        report(label, lambda: dist.all_reduce(torch.ones(numel - rank, device="mydev"),
-                                              group=group))
+        _report_error(label, lambda: dist.all_reduce(torch.ones(numel - rank, device="mydev"),
+                                                     group=group))
     # Different collectives.
     if rank == 0:
-        report("KIND", lambda: dist.all_reduce(torch.ones(8, device="mydev"), group=groups[1]))
+        _report_error("KIND", lambda: dist.all_reduce(torch.ones(8, device="mydev"),
+                                                      group=groups[1]))
     else:
-        report("KIND", lambda: dist.broadcast(torch.ones(8, device="mydev"), src=0,
-                                              group=groups[1]))
+        _report_error("KIND", lambda: dist.broadcast(torch.ones(8, device="mydev"), src=0,
+                                                     group=groups[1]))
     # A receive of another size than was sent.
     if rank == 0:
         dist.send(torch.ones(10, device="mydev"), dst=1, group=groups[2])
         torch.mydev.synchronize()
     elif rank == 1:
-        report("P2P", lambda: dist.recv(torch.empty(12, device="mydev"), src=0, group=groups[2]))
+        _report_error("P2P", lambda: dist.recv(torch.empty(12, device="mydev"), src=0,
+                                               group=groups[2]))
     # The device still works, and a fresh group does too.
     assert torch.equal((torch.ones(2, device="mydev") * 2).cpu(), torch.full((2,), 2.0))
     fresh = dist.new_group(list(range(world_size)))

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -93,6 +94,51 @@ void reduceScatterInto(c10d::Backend& gloo, const at::Tensor& input,
   reduceInto(out, parts, op);
 }
 
+// All-reduce (no root) and reduce (a root): a reduce-scatter, then the
+// reduced segments gathered into `view` on every rank, or on the root only.
+// Each rank sends and receives about twice the tensor, as in a ring
+// all-reduce.
+void reduceThenGather(c10d::Backend& gloo, const at::Tensor& view, c10d::ReduceOp::RedOpType op,
+                      std::optional<int64_t> root, Millis timeout) {
+  const int size = gloo.getSize();
+  const int64_t numel = view.numel();
+  if (numel == 0) {
+    return;
+  }
+  const std::vector<int64_t> counts = segmentCounts(numel, size);
+  const int64_t segment = counts[0];
+  // Padded to a full segment: gloo gathers equal sizes only.
+  at::Tensor reduced = at::empty({segment}, view.options());
+  reduceScatterInto(gloo, view, counts, reduced.narrow(0, 0, counts[gloo.getRank()]), op,
+                    timeout);
+  const bool receives = !root || gloo.getRank() == *root;
+  const bool in_place = numel == segment * size;
+  at::Tensor gathered;
+  if (receives) {
+    gathered = in_place ? view : at::empty({segment * size}, view.options());
+  }
+  at::Tensor reduced_bytes = bytesOf(reduced);
+  if (root) {
+    std::vector<std::vector<at::Tensor>> outputs;
+    if (receives) {
+      outputs.push_back(bytesOf(at::split(gathered, segment)));
+    }
+    std::vector<at::Tensor> inputs{reduced_bytes};
+    c10d::GatherOptions o;
+    o.rootRank = *root;
+    o.timeout = timeout;
+    gloo.gather(outputs, inputs, o)->wait();
+  } else {
+    at::Tensor gathered_bytes = bytesOf(gathered);
+    c10d::AllgatherOptions o;
+    o.timeout = timeout;
+    gloo._allgather_base(gathered_bytes, reduced_bytes, o)->wait();
+  }
+  if (receives && !in_place) {
+    view.copy_(gathered.narrow(0, 0, numel));
+  }
+}
+
 }  // namespace
 
 MycclGlooBackend::MycclGlooBackend(c10::intrusive_ptr<c10d::Backend> gloo, Millis timeout)
@@ -130,13 +176,9 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::launchGloo(
 
 c10::intrusive_ptr<c10d::Work> MycclGlooBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
-  TORCH_CHECK(tensors.size() == 1, "myccl: broadcast takes one tensor per process");
-  const at::Tensor& tensor = tensors[0];
-  checkTensor(tensor, "broadcast");
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "myccl: broadcast root ",
-              opts.rootRank, " is not a rank of this group");
+  const at::Tensor& tensor = onlyTensor(tensors, "broadcast");
+  const int64_t root = checkRoot(opts.rootRank, size_, "broadcast");
   const at::Tensor view = hostView(tensor);
-  const int64_t root = opts.rootRank;
   return launchGloo(c10d::OpType::BROADCAST, "broadcast", tensor.device(), tensors, tensors,
                     [view, root](c10d::Backend& gloo, Millis timeout) {
                       std::vector<at::Tensor> moved{bytesOf(view)};
@@ -149,98 +191,38 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::broadcast(std::vector<at::Tenso
 
 c10::intrusive_ptr<c10d::Work> MycclGlooBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
-  TORCH_CHECK(tensors.size() == 1, "myccl: allreduce takes one tensor per process");
-  const at::Tensor& tensor = tensors[0];
-  checkTensor(tensor, "allreduce");
+  const at::Tensor& tensor = onlyTensor(tensors, "allreduce");
   checkReduceOp(opts.reduceOp, tensor.scalar_type(), "allreduce");
   const at::Tensor view = hostView(tensor).view(-1);
   const auto op = opts.reduceOp.op_;
-  return launchGloo(
-      c10d::OpType::ALLREDUCE, "allreduce", tensor.device(), tensors, tensors,
-      [view, op](c10d::Backend& gloo, Millis timeout) {
-        const int size = gloo.getSize();
-        const int64_t numel = view.numel();
-        if (numel == 0) {
-          return;
-        }
-        // Reduce-scatter, then all-gather: each rank sends and receives about
-        // twice the tensor, as in a ring all-reduce.
-        const std::vector<int64_t> counts = segmentCounts(numel, size);
-        const int64_t segment = counts[0];
-        // Padded to a full segment: gloo all-gathers equal sizes only.
-        at::Tensor reduced = at::empty({segment}, view.options());
-        reduceScatterInto(gloo, view, counts, reduced.narrow(0, 0, counts[gloo.getRank()]),
-                          op, timeout);
-        const bool in_place = numel == segment * size;
-        at::Tensor gathered = in_place ? view : at::empty({segment * size}, view.options());
-        at::Tensor gathered_bytes = bytesOf(gathered);
-        at::Tensor reduced_bytes = bytesOf(reduced);
-        c10d::AllgatherOptions o;
-        o.timeout = timeout;
-        gloo._allgather_base(gathered_bytes, reduced_bytes, o)->wait();
-        if (!in_place) {
-          view.copy_(gathered.narrow(0, 0, numel));
-        }
-      });
+  return launchGloo(c10d::OpType::ALLREDUCE, "allreduce", tensor.device(), tensors, tensors,
+                    [view, op](c10d::Backend& gloo, Millis timeout) {
+                      reduceThenGather(gloo, view, op, std::nullopt, timeout);
+                    });
 }
 
 c10::intrusive_ptr<c10d::Work> MycclGlooBackend::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
-  TORCH_CHECK(tensors.size() == 1, "myccl: reduce takes one tensor per process");
-  const at::Tensor& tensor = tensors[0];
-  checkTensor(tensor, "reduce");
+  const at::Tensor& tensor = onlyTensor(tensors, "reduce");
   checkReduceOp(opts.reduceOp, tensor.scalar_type(), "reduce");
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "myccl: reduce root ",
-              opts.rootRank, " is not a rank of this group");
+  const int64_t root = checkRoot(opts.rootRank, size_, "reduce");
   const at::Tensor view = hostView(tensor).view(-1);
   const auto op = opts.reduceOp.op_;
-  const int64_t root = opts.rootRank;
-  return launchGloo(
-      c10d::OpType::REDUCE, "reduce", tensor.device(), tensors, tensors,
-      [view, op, root](c10d::Backend& gloo, Millis timeout) {
-        const int size = gloo.getSize();
-        const int64_t numel = view.numel();
-        if (numel == 0) {
-          return;
-        }
-        const std::vector<int64_t> counts = segmentCounts(numel, size);
-        const int64_t segment = counts[0];
-        at::Tensor reduced = at::empty({segment}, view.options());
-        reduceScatterInto(gloo, view, counts, reduced.narrow(0, 0, counts[gloo.getRank()]),
-                          op, timeout);
-        const bool is_root = gloo.getRank() == root;
-        const bool in_place = numel == segment * size;
-        at::Tensor gathered;
-        std::vector<std::vector<at::Tensor>> outputs;
-        if (is_root) {
-          gathered = in_place ? view : at::empty({segment * size}, view.options());
-          outputs.push_back(bytesOf(at::split(gathered, segment)));
-        }
-        std::vector<at::Tensor> inputs{bytesOf(reduced)};
-        c10d::GatherOptions o;
-        o.rootRank = root;
-        o.timeout = timeout;
-        gloo.gather(outputs, inputs, o)->wait();
-        if (is_root && !in_place) {
-          view.copy_(gathered.narrow(0, 0, numel));
-        }
-      });
+  return launchGloo(c10d::OpType::REDUCE, "reduce", tensor.device(), tensors, tensors,
+                    [view, op, root](c10d::Backend& gloo, Millis timeout) {
+                      reduceThenGather(gloo, view, op, root, timeout);
+                    });
 }
 
 c10::intrusive_ptr<c10d::Work> MycclGlooBackend::allgather(
     std::vector<std::vector<at::Tensor>>& output_tensors,
     std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& /*opts*/) {
-  TORCH_CHECK(input_tensors.size() == 1 && output_tensors.size() == 1,
-              "myccl: allgather takes one input and one output list per process");
+  const std::vector<at::Tensor> views =
+      listFormViews(input_tensors, output_tensors, size_, "allgather", "output");
   const at::Tensor& input = input_tensors[0];
-  checkTensor(input, "allgather");
-  auto& outputs = output_tensors[0];
-  TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "myccl: allgather needs ",
-              size_, " output tensors, got ", outputs.size());
-  const std::vector<at::Tensor> views = perRankViews(outputs, input, "allgather", "output");
   const at::Tensor in = hostView(input);
   return launchGloo(c10d::OpType::ALLGATHER, "allgather", input.device(), input_tensors,
-                    outputs, [views, in](c10d::Backend& gloo, Millis timeout) {
+                    output_tensors[0], [views, in](c10d::Backend& gloo, Millis timeout) {
                       std::vector<std::vector<at::Tensor>> received{bytesOf(views)};
                       std::vector<at::Tensor> sent{bytesOf(in)};
                       c10d::AllgatherOptions o;
@@ -252,14 +234,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::allgather(
 c10::intrusive_ptr<c10d::Work> MycclGlooBackend::_allgather_base(
     at::Tensor& output_buffer, at::Tensor& input_buffer,
     const c10d::AllgatherOptions& /*opts*/) {
-  checkTensor(input_buffer, "_allgather_base");
-  checkTensor(output_buffer, "_allgather_base");
-  TORCH_CHECK(output_buffer.numel() == input_buffer.numel() * size_ &&
-                  output_buffer.scalar_type() == input_buffer.scalar_type(),
-              "myccl: _allgather_base output must hold world_size * input.numel() "
-              "elements of the input's dtype");
-  TORCH_CHECK(output_buffer.device() == input_buffer.device(),
-              "myccl: _allgather_base tensors on two devices");
+  checkRankPieces(input_buffer, output_buffer, size_, "_allgather_base", "output");
   const at::Tensor out = hostView(output_buffer);
   const at::Tensor in = hostView(input_buffer);
   return launchGloo(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", input_buffer.device(),
@@ -277,19 +252,15 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::reduce_scatter(
     std::vector<at::Tensor>& output_tensors,
     std::vector<std::vector<at::Tensor>>& input_tensors,
     const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK(output_tensors.size() == 1 && input_tensors.size() == 1,
-              "myccl: reduce_scatter takes one output and one input list per process");
-  auto& inputs = input_tensors[0];
+  const std::vector<at::Tensor> views =
+      listFormViews(output_tensors, input_tensors, size_, "reduce_scatter", "input");
   const at::Tensor& output = output_tensors[0];
-  checkTensor(output, "reduce_scatter");
   checkReduceOp(opts.reduceOp, output.scalar_type(), "reduce_scatter");
-  TORCH_CHECK(static_cast<int>(inputs.size()) == size_, "myccl: reduce_scatter needs ",
-              size_, " input tensors, got ", inputs.size());
-  const std::vector<at::Tensor> views = perRankViews(inputs, output, "reduce_scatter", "input");
   const at::Tensor out = hostView(output).view(-1);
   const auto op = opts.reduceOp.op_;
   return launchGloo(
-      c10d::OpType::REDUCE_SCATTER, "reduce_scatter", output.device(), inputs, output_tensors,
+      c10d::OpType::REDUCE_SCATTER, "reduce_scatter", output.device(), input_tensors[0],
+      output_tensors,
       [views, out, op](c10d::Backend& gloo, Millis timeout) {
         // The list form of all-to-all takes the per-rank inputs as they are.
         at::Tensor received =
@@ -307,15 +278,8 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::reduce_scatter(
 c10::intrusive_ptr<c10d::Work> MycclGlooBackend::_reduce_scatter_base(
     at::Tensor& output_tensor, at::Tensor& input_tensor,
     const c10d::ReduceScatterOptions& opts) {
-  checkTensor(input_tensor, "_reduce_scatter_base");
-  checkTensor(output_tensor, "_reduce_scatter_base");
+  checkRankPieces(input_tensor, output_tensor, size_, "_reduce_scatter_base", "input");
   checkReduceOp(opts.reduceOp, input_tensor.scalar_type(), "_reduce_scatter_base");
-  TORCH_CHECK(input_tensor.numel() == output_tensor.numel() * size_ &&
-                  output_tensor.scalar_type() == input_tensor.scalar_type(),
-              "myccl: _reduce_scatter_base input must hold world_size * output.numel() "
-              "elements of the output's dtype");
-  TORCH_CHECK(output_tensor.device() == input_tensor.device(),
-              "myccl: _reduce_scatter_base tensors on two devices");
   const at::Tensor in = hostView(input_tensor).view(-1);
   const at::Tensor out = hostView(output_tensor).view(-1);
   const auto op = opts.reduceOp.op_;
@@ -330,27 +294,14 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> MycclGlooBackend::gather(
     std::vector<std::vector<at::Tensor>>& output_tensors,
     std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
-  TORCH_CHECK(input_tensors.size() == 1, "myccl: gather takes one input tensor per process");
-  const at::Tensor& input = input_tensors[0];
-  checkTensor(input, "gather");
-  const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < size_, "myccl: gather root ", root,
-              " is not a rank of this group");
-  std::vector<at::Tensor> outputs;
-  std::vector<at::Tensor> views;
-  if (rank_ == root) {
-    TORCH_CHECK(output_tensors.size() == 1 &&
-                    static_cast<int>(output_tensors[0].size()) == size_,
-                "myccl: gather needs ", size_, " output tensors on the root");
-    outputs = output_tensors[0];
-    views = perRankViews(outputs, input, "gather", "output");
-  } else {
-    TORCH_CHECK(output_tensors.empty() || output_tensors[0].empty(),
-                "myccl: gather takes output tensors only on the root");
-  }
+  const at::Tensor& input = onlyTensor(input_tensors, "gather", "input");
+  const int root = checkRoot(opts.rootRank, size_, "gather");
+  const RootedList outputs =
+      rootedList(output_tensors, input, rank_ == root, size_, "gather", "output");
   const at::Tensor in = hostView(input);
-  return launchGloo(c10d::OpType::GATHER, "gather", input.device(), input_tensors, outputs,
-                    [views, in, root](c10d::Backend& gloo, Millis timeout) {
+  return launchGloo(c10d::OpType::GATHER, "gather", input.device(), input_tensors,
+                    outputs.tensors,
+                    [views = outputs.views, in, root](c10d::Backend& gloo, Millis timeout) {
                       std::vector<std::vector<at::Tensor>> received;
                       if (!views.empty()) {
                         received.push_back(bytesOf(views));
@@ -366,26 +317,14 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::gather(
 c10::intrusive_ptr<c10d::Work> MycclGlooBackend::scatter(
     std::vector<at::Tensor>& output_tensors,
     std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ScatterOptions& opts) {
-  TORCH_CHECK(output_tensors.size() == 1, "myccl: scatter takes one output tensor per process");
-  const at::Tensor& output = output_tensors[0];
-  checkTensor(output, "scatter");
-  const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < size_, "myccl: scatter root ", root,
-              " is not a rank of this group");
-  std::vector<at::Tensor> inputs;
-  std::vector<at::Tensor> views;
-  if (rank_ == root) {
-    TORCH_CHECK(input_tensors.size() == 1 && static_cast<int>(input_tensors[0].size()) == size_,
-                "myccl: scatter needs ", size_, " input tensors on the root");
-    inputs = input_tensors[0];
-    views = perRankViews(inputs, output, "scatter", "input");
-  } else {
-    TORCH_CHECK(input_tensors.empty() || input_tensors[0].empty(),
-                "myccl: scatter takes input tensors only on the root");
-  }
+  const at::Tensor& output = onlyTensor(output_tensors, "scatter", "output");
+  const int root = checkRoot(opts.rootRank, size_, "scatter");
+  const RootedList inputs =
+      rootedList(input_tensors, output, rank_ == root, size_, "scatter", "input");
   const at::Tensor out = hostView(output);
-  return launchGloo(c10d::OpType::SCATTER, "scatter", output.device(), inputs, output_tensors,
-                    [views, out, root](c10d::Backend& gloo, Millis timeout) {
+  return launchGloo(c10d::OpType::SCATTER, "scatter", output.device(), inputs.tensors,
+                    output_tensors,
+                    [views = inputs.views, out, root](c10d::Backend& gloo, Millis timeout) {
                       std::vector<at::Tensor> received{bytesOf(out)};
                       std::vector<std::vector<at::Tensor>> sent;
                       if (!views.empty()) {
@@ -400,35 +339,14 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::scatter(
 
 namespace {
 
-// all_to_all_single's split sizes (rows of dim 0; none: equal splits) as
-// byte counts of the flat tensor.
-std::vector<int64_t> splitBytes(const at::Tensor& tensor, const std::vector<int64_t>& splits,
-                                int size, const char* role) {
-  TORCH_CHECK(tensor.dim() >= 1, "myccl: all_to_all ", role, " needs at least one dimension");
-  const int64_t rows = tensor.size(0);
-  std::vector<int64_t> bytes;
-  if (splits.empty()) {
-    TORCH_CHECK(rows % size == 0, "myccl: all_to_all ", role, " of ", rows,
-                " rows cannot be split equally between ", size,
-                " ranks; pass split sizes");
-    bytes.assign(size, rows / size);
-  } else {
-    TORCH_CHECK(static_cast<int>(splits.size()) == size, "myccl: all_to_all needs ", size,
-                " ", role, " split sizes, got ", splits.size());
-    int64_t total = 0;
-    for (const int64_t split : splits) {
-      TORCH_CHECK(split >= 0, "myccl: all_to_all ", role, " split sizes must not be negative");
-      total += split;
-    }
-    TORCH_CHECK(total == rows, "myccl: all_to_all ", role, " split sizes add up to ", total,
-                " rows, the ", role, " has ", rows);
-    bytes = splits;
+// Rows of dim 0 per rank as byte counts of the flat tensor.
+std::vector<int64_t> rowBytes(const at::Tensor& tensor, std::vector<int64_t> rows) {
+  const int64_t row_bytes =
+      tensor.size(0) == 0 ? 0 : tensor.numel() / tensor.size(0) * tensor.element_size();
+  for (int64_t& r : rows) {
+    r *= row_bytes;
   }
-  const int64_t row_bytes = rows == 0 ? 0 : tensor.numel() / rows * tensor.element_size();
-  for (int64_t& b : bytes) {
-    b *= row_bytes;
-  }
-  return bytes;
+  return rows;
 }
 
 bool equalSizes(const std::vector<at::Tensor>& bytes) {
@@ -455,14 +373,10 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::alltoall_base(
     at::Tensor& output_buffer, at::Tensor& input_buffer,
     std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes,
     const c10d::AllToAllOptions& /*opts*/) {
-  checkTensor(input_buffer, "all_to_all");
-  checkTensor(output_buffer, "all_to_all");
-  TORCH_CHECK(input_buffer.scalar_type() == output_buffer.scalar_type() &&
-                  input_buffer.device() == output_buffer.device(),
-              "myccl: all_to_all needs input and output of the same dtype and device");
-  std::vector<int64_t> receive_splits =
-      splitBytes(output_buffer, output_split_sizes, size_, "output");
-  std::vector<int64_t> send_splits = splitBytes(input_buffer, input_split_sizes, size_, "input");
+  const AlltoallRows rows =
+      alltoallRows(input_buffer, output_buffer, input_split_sizes, output_split_sizes, size_);
+  std::vector<int64_t> receive_splits = rowBytes(output_buffer, rows.output);
+  std::vector<int64_t> send_splits = rowBytes(input_buffer, rows.input);
   const at::Tensor in = hostView(input_buffer);
   const at::Tensor out = hostView(output_buffer);
   return launchGloo(c10d::OpType::ALLTOALL_BASE, "all_to_all", input_buffer.device(),
@@ -481,26 +395,12 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::alltoall_base(
 c10::intrusive_ptr<c10d::Work> MycclGlooBackend::alltoall(
     std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors,
     const c10d::AllToAllOptions& /*opts*/) {
-  TORCH_CHECK(static_cast<int>(output_tensors.size()) == size_ &&
-                  static_cast<int>(input_tensors.size()) == size_,
-              "myccl: all_to_all needs ", size_, " input and ", size_,
-              " output tensors, got ", input_tensors.size(), " and ", output_tensors.size());
-  std::vector<at::Tensor> outs;
-  std::vector<at::Tensor> ins;
-  for (const auto* list : {&output_tensors, &input_tensors}) {
-    for (const at::Tensor& t : *list) {
-      checkTensor(t, "all_to_all");
-      TORCH_CHECK(t.scalar_type() == input_tensors[0].scalar_type() &&
-                      t.device() == input_tensors[0].device(),
-                  "myccl: all_to_all tensors must share one dtype and device");
-      (list == &output_tensors ? outs : ins).push_back(hostView(t));
-    }
-  }
+  AlltoallViews views = alltoallViews(input_tensors, output_tensors, size_);
   return launchGloo(c10d::OpType::ALLTOALL, "all_to_all", input_tensors[0].device(),
                     input_tensors, output_tensors,
-                    [outs, ins](c10d::Backend& gloo, Millis timeout) {
-                      std::vector<at::Tensor> received = bytesOf(outs);
-                      std::vector<at::Tensor> sent = bytesOf(ins);
+                    [views = std::move(views)](c10d::Backend& gloo, Millis timeout) {
+                      std::vector<at::Tensor> received = bytesOf(views.outputs);
+                      std::vector<at::Tensor> sent = bytesOf(views.inputs);
                       c10d::AllToAllOptions o;
                       o.timeout = timeout;
                       if (equalSizes(received) && equalSizes(sent)) {
@@ -525,11 +425,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::alltoall(
 
 c10::intrusive_ptr<c10d::Work> MycclGlooBackend::pointToPoint(
     c10d::OpType type, const char* name, std::vector<at::Tensor>& tensors, int peer, int tag) {
-  TORCH_CHECK(tensors.size() == 1, "myccl: ", name, " takes one tensor");
-  const at::Tensor& tensor = tensors[0];
-  checkTensor(tensor, name);
-  TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "myccl: ", name, " peer ", peer,
-              " is not another rank of this group");
+  const at::Tensor& tensor = pointToPointTensor(tensors, peer, rank_, size_, name);
   const at::Tensor view = hostView(tensor);
   const bool sending = type == c10d::OpType::SEND;
   std::shared_ptr<std::vector<c10::intrusive_ptr<c10d::Work>>> batch = batch_;

@@ -42,6 +42,17 @@ uint64_t chunksOf(int64_t numel, int64_t per_chunk) {
   return numel == 0 ? 1 : static_cast<uint64_t>((numel + per_chunk - 1) / per_chunk);
 }
 
+// Calls `chunk(offset, length)` for each piece of `numel` elements, `per`
+// at a time, in order (see chunksOf).
+template <typename Chunk>
+void forEachChunk(int64_t numel, int64_t per, Chunk&& chunk) {
+  const uint64_t chunks = chunksOf(numel, per);
+  for (uint64_t c = 0; c < chunks; ++c) {
+    const int64_t off = static_cast<int64_t>(c) * per;
+    chunk(off, std::min(per, numel - off));
+  }
+}
+
 // The first element of rank `r`'s slice when `numel` elements are split in
 // `size` nearly equal slices.
 int64_t sliceBegin(int64_t numel, int size, int r) { return numel * r / size; }
@@ -55,6 +66,7 @@ Descriptor describe(uint64_t collective, c10d::OpType kind, at::ScalarType dtype
   d.numel = numel;
   d.root = root;
   d.reduce_op = reduce_op;
+  d.algorithm = static_cast<int32_t>(Algorithm::kStaged);  // unless chooseAlgorithm says direct
   return d;
 }
 
@@ -116,14 +128,36 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::launchCollective(
                 [body = std::move(body), collective] { body(collective); });
 }
 
-Algorithm MycclBackend::choose(size_t bytes, size_t direct_from_bytes) const {
-  if (peer_access_ == PeerAccess::kNo || bytes == 0) {
-    return Algorithm::kStaged;
+void MycclBackend::chooseAlgorithm(Descriptor& mine, size_t bytes, size_t direct_from_bytes,
+                                   const void* buffer) const {
+  Algorithm algorithm = Algorithm::kStaged;
+  if (peer_access_ != PeerAccess::kNo && bytes > 0) {
+    algorithm = forced_ ? *forced_
+                        : (bytes >= direct_from_bytes ? Algorithm::kDirect : Algorithm::kStaged);
   }
-  if (forced_) {
-    return *forced_;
+  mine.algorithm = static_cast<int32_t>(algorithm);
+  if (algorithm == Algorithm::kDirect && buffer != nullptr) {
+    mine.input = PeerMemory::publish(buffer);
   }
-  return bytes >= direct_from_bytes ? Algorithm::kDirect : Algorithm::kStaged;
+}
+
+void MycclBackend::runSteps(const Descriptor& mine, const char* name,
+                            c10::function_ref<void(CollectiveSteps&)> direct,
+                            c10::function_ref<void(CollectiveSteps&)> staged) {
+  CollectiveSteps steps(*transport_, mine.collective, name, mine);
+  if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
+    steps.step();
+    if (peersReachable(steps)) {
+      count(Algorithm::kDirect);
+      direct(steps);
+      steps.finish(/*wait_for_peers=*/true);
+      peers_.closeOpened();
+      return;
+    }
+  }
+  count(Algorithm::kStaged);
+  staged(steps);
+  steps.finish(/*wait_for_peers=*/false);
 }
 
 void MycclBackend::count(Algorithm algorithm) {
@@ -181,9 +215,7 @@ std::vector<char*> MycclBackend::openPeers(CollectiveSteps& steps,
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::AllreduceOptions& opts) {
-  TORCH_CHECK(tensors.size() == 1, "myccl: allreduce takes one tensor per process");
-  const at::Tensor& tensor = tensors[0];
-  checkTensor(tensor, "allreduce");
+  const at::Tensor& tensor = onlyTensor(tensors, "allreduce");
   checkReduceOp(opts.reduceOp, tensor.scalar_type(), "allreduce");
   const at::Tensor view = hostView(tensor).view(-1);
   const auto op = opts.reduceOp.op_;
@@ -198,64 +230,51 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(std::vector<at::Tensor>& 
         const at::ScalarType dtype = view.scalar_type();
         char* data = bytesOf(view);
         Descriptor mine = describe(collective, c10d::OpType::ALLREDUCE, dtype, numel, -1, op);
-        mine.algorithm = static_cast<int32_t>(
-            choose(static_cast<size_t>(numel * elem), kDirectAllreduceBytes));
-        if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
-          mine.input = PeerMemory::publish(data);
-        }
-        CollectiveSteps steps(transport, collective, "allreduce", mine);
-        if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
-          steps.step();
-          if (peersReachable(steps)) {
-            // In place, one pass: rank r owns slice r. It reduces slice r
-            // of every rank's buffer, a cache-sized piece at a time, and
-            // writes the result into slice r of every buffer. No other rank
-            // reads or writes slice r, so no step is needed between reading
-            // and writing; the final wait keeps this rank's buffer alive
-            // until every peer is done writing into it.
-            count(Algorithm::kDirect);
-            const std::vector<char*> buffers = openPeers(steps, &Descriptor::input, data);
-            const int64_t begin = sliceBegin(numel, size, rank);
-            const int64_t end = sliceBegin(numel, size, rank + 1);
-            const int64_t piece = static_cast<int64_t>(kReducePieceBytes) / elem;
-            std::vector<const void*> parts(buffers.size());
-            for (int64_t off = begin; off < end; off += piece) {
-              const int64_t len = std::min(piece, end - off);
-              for (size_t r = 0; r < buffers.size(); ++r) {
-                parts[r] = buffers[r] + off * elem;
-              }
-              char* reduced = data + off * elem;
-              reduceBuffers(reduced, parts, len, dtype, op);
-              for (int r = 0; r < size; ++r) {
-                copyBytes(buffers[static_cast<size_t>(r)] + off * elem, reduced,
-                          static_cast<size_t>(len * elem));
-              }
-            }
-            steps.finish(/*wait_for_peers=*/true);
-            peers_.closeOpened();
-            return;
-          }
-        }
-        count(Algorithm::kStaged);
-        const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
-        const uint64_t chunks = chunksOf(numel, per);
-        for (uint64_t c = 0; c < chunks; ++c) {
-          const int64_t off = static_cast<int64_t>(c) * per;
-          const int64_t len = std::min(per, numel - off);
-          steps.step(
-              [&] {
-                copyBytes(static_cast<char*>(transport.slot(rank)), data + off * elem,
-                          static_cast<size_t>(len * elem));
-              },
-              [&] {
-                std::vector<const void*> parts;
-                for (int r = 0; r < size; ++r) {
-                  parts.push_back(transport.slot(r));
+        chooseAlgorithm(mine, static_cast<size_t>(numel * elem), kDirectAllreduceBytes, data);
+        runSteps(
+            mine, "allreduce",
+            [&](CollectiveSteps& steps) {
+              // In place, one pass: rank r owns slice r. It reduces slice r
+              // of every rank's buffer, a cache-sized piece at a time, and
+              // writes the result into slice r of every buffer. No other
+              // rank reads or writes slice r, so no step is needed between
+              // reading and writing; the final wait keeps this rank's buffer
+              // alive until every peer is done writing into it.
+              const std::vector<char*> buffers = openPeers(steps, &Descriptor::input, data);
+              const int64_t begin = sliceBegin(numel, size, rank);
+              const int64_t end = sliceBegin(numel, size, rank + 1);
+              const int64_t piece = static_cast<int64_t>(kReducePieceBytes) / elem;
+              std::vector<const void*> parts(buffers.size());
+              for (int64_t off = begin; off < end; off += piece) {
+                const int64_t len = std::min(piece, end - off);
+                for (size_t r = 0; r < buffers.size(); ++r) {
+                  parts[r] = buffers[r] + off * elem;
                 }
-                reduceBuffers(data + off * elem, parts, len, dtype, op);
-              });
-        }
-        steps.finish(/*wait_for_peers=*/false);
+                char* reduced = data + off * elem;
+                reduceBuffers(reduced, parts, len, dtype, op);
+                for (int r = 0; r < size; ++r) {
+                  copyBytes(buffers[static_cast<size_t>(r)] + off * elem, reduced,
+                            static_cast<size_t>(len * elem));
+                }
+              }
+            },
+            [&](CollectiveSteps& steps) {
+              forEachChunk(numel, static_cast<int64_t>(kSlotBytes) / elem,
+                           [&](int64_t off, int64_t len) {
+                             steps.step(
+                                 [&] {
+                                   copyBytes(static_cast<char*>(transport.slot(rank)),
+                                             data + off * elem, static_cast<size_t>(len * elem));
+                                 },
+                                 [&] {
+                                   std::vector<const void*> parts;
+                                   for (int r = 0; r < size; ++r) {
+                                     parts.push_back(transport.slot(r));
+                                   }
+                                   reduceBuffers(data + off * elem, parts, len, dtype, op);
+                                 });
+                           });
+            });
       });
 }
 
@@ -263,13 +282,9 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(std::vector<at::Tensor>& 
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                        const c10d::BroadcastOptions& opts) {
-  TORCH_CHECK(tensors.size() == 1, "myccl: broadcast takes one tensor per process");
-  const at::Tensor& tensor = tensors[0];
-  checkTensor(tensor, "broadcast");
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "myccl: broadcast root ",
-              opts.rootRank, " is not a rank of this group");
+  const at::Tensor& tensor = onlyTensor(tensors, "broadcast");
+  const int root = checkRoot(opts.rootRank, size_, "broadcast");
   const at::Tensor view = hostView(tensor).view(-1);
-  const int root = static_cast<int>(opts.rootRank);
   return launchCollective(
       c10d::OpType::BROADCAST, "broadcast", tensor.device(), tensors, tensors,
       [this, view, root](uint64_t collective) {
@@ -280,45 +295,34 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::broadcast(std::vector<at::Tensor>& 
         char* data = bytesOf(view);
         Descriptor mine =
             describe(collective, c10d::OpType::BROADCAST, view.scalar_type(), numel, root);
-        mine.algorithm = static_cast<int32_t>(
-            choose(static_cast<size_t>(numel * elem), kDirectCopyBytes));
-        if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
-          mine.input = PeerMemory::publish(data);
-        }
-        CollectiveSteps steps(transport, collective, "broadcast", mine);
-        if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
-          steps.step();
-          if (peersReachable(steps)) {
-            count(Algorithm::kDirect);
-            if (!is_root) {
-              copyBytes(data, peers_.openOrThrow(root, steps.descriptor(root).input),
-                        static_cast<size_t>(numel * elem));
-            }
-            steps.finish(/*wait_for_peers=*/true);
-            peers_.closeOpened();
-            return;
-          }
-        }
-        count(Algorithm::kStaged);
-        const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
-        const uint64_t chunks = chunksOf(numel, per);
-        for (uint64_t c = 0; c < chunks; ++c) {
-          const int64_t off = static_cast<int64_t>(c) * per;
-          const size_t bytes = static_cast<size_t>(std::min(per, numel - off) * elem);
-          char* chunk = data + off * elem;
-          steps.step(
-              [&] {
-                if (is_root) {
-                  copyBytes(static_cast<char*>(transport.slot(root)), chunk, bytes);
-                }
-              },
-              [&] {
-                if (!is_root) {
-                  copyBytes(chunk, static_cast<char*>(transport.slot(root)), bytes);
-                }
-              });
-        }
-        steps.finish(/*wait_for_peers=*/false);
+        chooseAlgorithm(mine, static_cast<size_t>(numel * elem), kDirectCopyBytes, data);
+        runSteps(
+            mine, "broadcast",
+            [&](CollectiveSteps& steps) {
+              if (!is_root) {
+                copyBytes(data, peers_.openOrThrow(root, steps.descriptor(root).input),
+                          static_cast<size_t>(numel * elem));
+              }
+            },
+            [&](CollectiveSteps& steps) {
+              char* slot = static_cast<char*>(transport.slot(root));
+              forEachChunk(numel, static_cast<int64_t>(kSlotBytes) / elem,
+                           [&](int64_t off, int64_t len) {
+                             const size_t bytes = static_cast<size_t>(len * elem);
+                             char* chunk = data + off * elem;
+                             steps.step(
+                                 [&] {
+                                   if (is_root) {
+                                     copyBytes(slot, chunk, bytes);
+                                   }
+                                 },
+                                 [&] {
+                                   if (!is_root) {
+                                     copyBytes(chunk, slot, bytes);
+                                   }
+                                 });
+                           });
+            });
       });
 }
 
@@ -335,62 +339,47 @@ void MycclBackend::allgatherBody(uint64_t collective, const char* name,
   char* data = bytesOf(input);
   Descriptor mine =
       describe(collective, c10d::OpType::ALLGATHER, input.scalar_type(), numel);
-  mine.algorithm = static_cast<int32_t>(choose(bytes * size, kDirectCopyBytes));
-  if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
-    mine.input = PeerMemory::publish(data);
-  }
-  CollectiveSteps steps(transport, collective, name, mine);
-  if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
-    steps.step();
-    if (peersReachable(steps)) {
-      count(Algorithm::kDirect);
-      // The input may be this rank's slice of the output (FSDP's copy-in):
-      // peers only read it, and this rank writes only the other slices.
-      const std::vector<char*> inputs = openPeers(steps, &Descriptor::input, data);
-      for (int r = 0; r < size; ++r) {
-        copyBytes(bytesOf(outputs[static_cast<size_t>(r)]), inputs[static_cast<size_t>(r)],
-                  bytes);
-      }
-      steps.finish(/*wait_for_peers=*/true);
-      peers_.closeOpened();
-      return;
-    }
-  }
-  count(Algorithm::kStaged);
-  const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
-  const uint64_t chunks = chunksOf(numel, per);
-  for (uint64_t c = 0; c < chunks; ++c) {
-    const int64_t off = static_cast<int64_t>(c) * per;
-    const size_t len = static_cast<size_t>(std::min(per, numel - off) * elem);
-    steps.step(
-        [&] {
-          copyBytes(static_cast<char*>(transport.slot(transport.rank())), data + off * elem,
-                    len);
-        },
-        [&] {
-          for (int r = 0; r < size; ++r) {
-            copyBytes(bytesOf(outputs[static_cast<size_t>(r)]) + off * elem,
-                      static_cast<char*>(transport.slot(r)), len);
-          }
-        });
-  }
-  steps.finish(/*wait_for_peers=*/false);
+  chooseAlgorithm(mine, bytes * size, kDirectCopyBytes, data);
+  runSteps(
+      mine, name,
+      [&](CollectiveSteps& steps) {
+        // The input may be this rank's slice of the output (FSDP's copy-in):
+        // peers only read it, and this rank writes only the other slices.
+        const std::vector<char*> inputs = openPeers(steps, &Descriptor::input, data);
+        for (int r = 0; r < size; ++r) {
+          copyBytes(bytesOf(outputs[static_cast<size_t>(r)]), inputs[static_cast<size_t>(r)],
+                    bytes);
+        }
+      },
+      [&](CollectiveSteps& steps) {
+        forEachChunk(numel, static_cast<int64_t>(kSlotBytes) / elem,
+                     [&](int64_t off, int64_t len) {
+                       const size_t chunk_bytes = static_cast<size_t>(len * elem);
+                       steps.step(
+                           [&] {
+                             copyBytes(static_cast<char*>(transport.slot(transport.rank())),
+                                       data + off * elem, chunk_bytes);
+                           },
+                           [&] {
+                             for (int r = 0; r < size; ++r) {
+                               copyBytes(bytesOf(outputs[static_cast<size_t>(r)]) + off * elem,
+                                         static_cast<char*>(transport.slot(r)), chunk_bytes);
+                             }
+                           });
+                     });
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::allgather(
     std::vector<std::vector<at::Tensor>>& output_tensors,
     std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& /*opts*/) {
-  TORCH_CHECK(input_tensors.size() == 1 && output_tensors.size() == 1,
-              "myccl: allgather takes one input and one output list per process");
+  const std::vector<at::Tensor> views =
+      listFormViews(input_tensors, output_tensors, size_, "allgather", "output");
   const at::Tensor& input = input_tensors[0];
-  checkTensor(input, "allgather");
-  auto& outputs = output_tensors[0];
-  TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "myccl: allgather needs ",
-              size_, " output tensors, got ", outputs.size());
-  const std::vector<at::Tensor> views = perRankViews(outputs, input, "allgather", "output");
   const at::Tensor in = hostView(input).view(-1);
   return launchCollective(c10d::OpType::ALLGATHER, "allgather", input.device(),
-                          input_tensors, outputs, [this, in, views](uint64_t collective) {
+                          input_tensors, output_tensors[0],
+                          [this, in, views](uint64_t collective) {
                             allgatherBody(collective, "allgather", in, views);
                           });
 }
@@ -398,14 +387,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allgather(
 c10::intrusive_ptr<c10d::Work> MycclBackend::_allgather_base(
     at::Tensor& output_buffer, at::Tensor& input_buffer,
     const c10d::AllgatherOptions& /*opts*/) {
-  checkTensor(input_buffer, "_allgather_base");
-  checkTensor(output_buffer, "_allgather_base");
-  TORCH_CHECK(output_buffer.numel() == input_buffer.numel() * size_ &&
-                  output_buffer.scalar_type() == input_buffer.scalar_type(),
-              "myccl: _allgather_base output must hold world_size * input.numel() "
-              "elements of the input's dtype");
-  TORCH_CHECK(output_buffer.device() == input_buffer.device(),
-              "myccl: _allgather_base tensors on two devices");
+  checkRankPieces(input_buffer, output_buffer, size_, "_allgather_base", "output");
   const at::Tensor flat = hostView(output_buffer).view(-1);
   std::vector<at::Tensor> views;
   for (int r = 0; r < size_; ++r) {
@@ -425,38 +407,24 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::reduce_scatter(
     std::vector<at::Tensor>& output_tensors,
     std::vector<std::vector<at::Tensor>>& input_tensors,
     const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK(output_tensors.size() == 1 && input_tensors.size() == 1,
-              "myccl: reduce_scatter takes one output and one input list per process");
-  auto& inputs = input_tensors[0];
-  at::Tensor& output = output_tensors[0];
-  checkTensor(output, "reduce_scatter");
-  TORCH_CHECK(static_cast<int>(inputs.size()) == size_, "myccl: reduce_scatter needs ",
-              size_, " input tensors, got ", inputs.size());
-  perRankViews(inputs, output, "reduce_scatter", "input");
+  listFormViews(output_tensors, input_tensors, size_, "reduce_scatter", "input");
   std::vector<at::Tensor> flat_inputs;
-  for (const at::Tensor& in : inputs) {
+  for (const at::Tensor& in : input_tensors[0]) {
     flat_inputs.push_back(in.view(-1));
   }
   // One copy on the caller's stream (ordered before the collective by the
   // event launch() records), then the single-tensor path; recordStream in
   // launch() keeps the staging buffer until the collective is done.
   at::Tensor staged = at::cat(flat_inputs);
-  at::Tensor out = output;
+  at::Tensor out = output_tensors[0];
   return _reduce_scatter_base(out, staged, opts);
 }
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::_reduce_scatter_base(
     at::Tensor& output_tensor, at::Tensor& input_tensor,
     const c10d::ReduceScatterOptions& opts) {
-  checkTensor(input_tensor, "_reduce_scatter_base");
-  checkTensor(output_tensor, "_reduce_scatter_base");
+  checkRankPieces(input_tensor, output_tensor, size_, "_reduce_scatter_base", "input");
   checkReduceOp(opts.reduceOp, input_tensor.scalar_type(), "_reduce_scatter_base");
-  TORCH_CHECK(input_tensor.numel() == output_tensor.numel() * size_ &&
-                  output_tensor.scalar_type() == input_tensor.scalar_type(),
-              "myccl: _reduce_scatter_base input must hold world_size * output.numel() "
-              "elements of the output's dtype");
-  TORCH_CHECK(output_tensor.device() == input_tensor.device(),
-              "myccl: _reduce_scatter_base tensors on two devices");
   const at::Tensor in = hostView(input_tensor).view(-1);
   const at::Tensor out = hostView(output_tensor).view(-1);
   const auto op = opts.reduceOp.op_;
@@ -471,52 +439,42 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::_reduce_scatter_base(
         const at::ScalarType dtype = out.scalar_type();
         Descriptor mine = describe(collective, c10d::OpType::_REDUCE_SCATTER_BASE, dtype,
                                    numel, -1, op);
-        mine.algorithm = static_cast<int32_t>(
-            choose(static_cast<size_t>(numel * elem * size), kDirectAllreduceBytes));
-        if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
-          mine.input = PeerMemory::publish(bytesOf(in));
-        }
-        CollectiveSteps steps(transport, collective, "_reduce_scatter_base", mine);
-        if (mine.algorithm == static_cast<int32_t>(Algorithm::kDirect)) {
-          steps.step();
-          if (peersReachable(steps)) {
-            count(Algorithm::kDirect);
-            const std::vector<char*> inputs =
-                openPeers(steps, &Descriptor::input, bytesOf(in));
-            std::vector<const void*> parts;
-            for (char* input : inputs) {
-              parts.push_back(input + rank * numel * elem);
-            }
-            reduceBuffers(bytesOf(out), parts, numel, dtype, op);
-            steps.finish(/*wait_for_peers=*/true);
-            peers_.closeOpened();
-            return;
-          }
-        }
-        count(Algorithm::kStaged);
-        // Each slot holds one chunk for every destination rank.
-        const int64_t per = static_cast<int64_t>(kSlotBytes) / elem / size;
-        const uint64_t chunks = chunksOf(numel, per);
-        for (uint64_t c = 0; c < chunks; ++c) {
-          const int64_t off = static_cast<int64_t>(c) * per;
-          const int64_t len = std::min(per, numel - off);
-          steps.step(
-              [&] {
-                char* slot = static_cast<char*>(transport.slot(rank));
-                for (int d = 0; d < size; ++d) {
-                  copyBytes(slot + d * per * elem, bytesOf(in) + (d * numel + off) * elem,
-                            static_cast<size_t>(len * elem));
-                }
-              },
-              [&] {
-                std::vector<const void*> parts;
-                for (int r = 0; r < size; ++r) {
-                  parts.push_back(static_cast<char*>(transport.slot(r)) + rank * per * elem);
-                }
-                reduceBuffers(bytesOf(out) + off * elem, parts, len, dtype, op);
+        chooseAlgorithm(mine, static_cast<size_t>(numel * elem * size), kDirectAllreduceBytes,
+                        bytesOf(in));
+        runSteps(
+            mine, "_reduce_scatter_base",
+            [&](CollectiveSteps& steps) {
+              const std::vector<char*> inputs =
+                  openPeers(steps, &Descriptor::input, bytesOf(in));
+              std::vector<const void*> parts;
+              for (char* input : inputs) {
+                parts.push_back(input + rank * numel * elem);
+              }
+              reduceBuffers(bytesOf(out), parts, numel, dtype, op);
+            },
+            [&](CollectiveSteps& steps) {
+              // Each slot holds one chunk for every destination rank.
+              const int64_t per = static_cast<int64_t>(kSlotBytes) / elem / size;
+              forEachChunk(numel, per, [&](int64_t off, int64_t len) {
+                steps.step(
+                    [&] {
+                      char* slot = static_cast<char*>(transport.slot(rank));
+                      for (int d = 0; d < size; ++d) {
+                        copyBytes(slot + d * per * elem,
+                                  bytesOf(in) + (d * numel + off) * elem,
+                                  static_cast<size_t>(len * elem));
+                      }
+                    },
+                    [&] {
+                      std::vector<const void*> parts;
+                      for (int r = 0; r < size; ++r) {
+                        parts.push_back(static_cast<char*>(transport.slot(r)) +
+                                        rank * per * elem);
+                      }
+                      reduceBuffers(bytesOf(out) + off * elem, parts, len, dtype, op);
+                    });
               });
-        }
-        steps.finish(/*wait_for_peers=*/false);
+            });
       });
 }
 
@@ -524,15 +482,11 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::_reduce_scatter_base(
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::reduce(std::vector<at::Tensor>& tensors,
                                                     const c10d::ReduceOptions& opts) {
-  TORCH_CHECK(tensors.size() == 1, "myccl: reduce takes one tensor per process");
-  const at::Tensor& tensor = tensors[0];
-  checkTensor(tensor, "reduce");
+  const at::Tensor& tensor = onlyTensor(tensors, "reduce");
   checkReduceOp(opts.reduceOp, tensor.scalar_type(), "reduce");
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "myccl: reduce root ",
-              opts.rootRank, " is not a rank of this group");
+  const int root = checkRoot(opts.rootRank, size_, "reduce");
   const at::Tensor view = hostView(tensor).view(-1);
   const auto op = opts.reduceOp.op_;
-  const int root = static_cast<int>(opts.rootRank);
   return launchCollective(
       c10d::OpType::REDUCE, "reduce", tensor.device(), tensors, tensors,
       [this, view, op, root](uint64_t collective) {
@@ -540,33 +494,29 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::reduce(std::vector<at::Tensor>& ten
         const int64_t elem = view.element_size();
         const int64_t numel = view.numel();
         char* data = bytesOf(view);
-        Descriptor mine =
+        const Descriptor mine =
             describe(collective, c10d::OpType::REDUCE, view.scalar_type(), numel, root, op);
-        mine.algorithm = static_cast<int32_t>(Algorithm::kStaged);
-        CollectiveSteps steps(transport, collective, "reduce", mine);
-        count(Algorithm::kStaged);
-        const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
-        const uint64_t chunks = chunksOf(numel, per);
-        for (uint64_t c = 0; c < chunks; ++c) {
-          const int64_t off = static_cast<int64_t>(c) * per;
-          const int64_t len = std::min(per, numel - off);
-          steps.step(
-              [&] {
-                copyBytes(static_cast<char*>(transport.slot(transport.rank())),
-                          data + off * elem, static_cast<size_t>(len * elem));
-              },
-              [&] {
-                if (transport.rank() != root) {
-                  return;
-                }
-                std::vector<const void*> parts;
-                for (int r = 0; r < transport.size(); ++r) {
-                  parts.push_back(transport.slot(r));
-                }
-                reduceBuffers(data + off * elem, parts, len, view.scalar_type(), op);
-              });
-        }
-        steps.finish(/*wait_for_peers=*/false);
+        runSteps(mine, "reduce", /*direct=*/nullptr, [&](CollectiveSteps& steps) {
+          forEachChunk(numel, static_cast<int64_t>(kSlotBytes) / elem,
+                       [&](int64_t off, int64_t len) {
+                         steps.step(
+                             [&] {
+                               copyBytes(static_cast<char*>(transport.slot(transport.rank())),
+                                         data + off * elem, static_cast<size_t>(len * elem));
+                             },
+                             [&] {
+                               if (transport.rank() != root) {
+                                 return;
+                               }
+                               std::vector<const void*> parts;
+                               for (int r = 0; r < transport.size(); ++r) {
+                                 parts.push_back(transport.slot(r));
+                               }
+                               reduceBuffers(data + off * elem, parts, len, view.scalar_type(),
+                                             op);
+                             });
+                       });
+        });
       });
 }
 
@@ -575,113 +525,78 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::reduce(std::vector<at::Tensor>& ten
 c10::intrusive_ptr<c10d::Work> MycclBackend::gather(
     std::vector<std::vector<at::Tensor>>& output_tensors,
     std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
-  TORCH_CHECK(input_tensors.size() == 1, "myccl: gather takes one input tensor per process");
-  const at::Tensor& input = input_tensors[0];
-  checkTensor(input, "gather");
-  const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < size_, "myccl: gather root ", root,
-              " is not a rank of this group");
-  std::vector<at::Tensor> outputs;
-  std::vector<at::Tensor> views;
-  if (rank_ == root) {
-    TORCH_CHECK(output_tensors.size() == 1 &&
-                    static_cast<int>(output_tensors[0].size()) == size_,
-                "myccl: gather needs ", size_, " output tensors on the root");
-    outputs = output_tensors[0];
-    views = perRankViews(outputs, input, "gather", "output");
-  } else {
-    TORCH_CHECK(output_tensors.empty() || output_tensors[0].empty(),
-                "myccl: gather takes output tensors only on the root");
-  }
+  const at::Tensor& input = onlyTensor(input_tensors, "gather", "input");
+  const int root = checkRoot(opts.rootRank, size_, "gather");
+  const RootedList outputs =
+      rootedList(output_tensors, input, rank_ == root, size_, "gather", "output");
   const at::Tensor in = hostView(input).view(-1);
   return launchCollective(
-      c10d::OpType::GATHER, "gather", input.device(), input_tensors, outputs,
-      [this, in, views, root](uint64_t collective) {
+      c10d::OpType::GATHER, "gather", input.device(), input_tensors, outputs.tensors,
+      [this, in, views = outputs.views, root](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const int64_t elem = in.element_size();
         const int64_t numel = in.numel();
-        Descriptor mine =
+        const Descriptor mine =
             describe(collective, c10d::OpType::GATHER, in.scalar_type(), numel, root);
-        mine.algorithm = static_cast<int32_t>(Algorithm::kStaged);
-        CollectiveSteps steps(transport, collective, "gather", mine);
-        count(Algorithm::kStaged);
-        const int64_t per = static_cast<int64_t>(kSlotBytes) / elem;
-        const uint64_t chunks = chunksOf(numel, per);
-        for (uint64_t c = 0; c < chunks; ++c) {
-          const int64_t off = static_cast<int64_t>(c) * per;
-          const size_t len = static_cast<size_t>(std::min(per, numel - off) * elem);
-          steps.step(
-              [&] {
-                copyBytes(static_cast<char*>(transport.slot(transport.rank())),
-                          bytesOf(in) + off * elem, len);
-              },
-              [&] {
-                if (transport.rank() != root) {
-                  return;
-                }
-                for (int r = 0; r < transport.size(); ++r) {
-                  copyBytes(bytesOf(views[static_cast<size_t>(r)]) + off * elem,
-                            static_cast<char*>(transport.slot(r)), len);
-                }
-              });
-        }
-        steps.finish(/*wait_for_peers=*/false);
+        runSteps(mine, "gather", /*direct=*/nullptr, [&](CollectiveSteps& steps) {
+          forEachChunk(numel, static_cast<int64_t>(kSlotBytes) / elem,
+                       [&](int64_t off, int64_t len) {
+                         const size_t bytes = static_cast<size_t>(len * elem);
+                         steps.step(
+                             [&] {
+                               copyBytes(static_cast<char*>(transport.slot(transport.rank())),
+                                         bytesOf(in) + off * elem, bytes);
+                             },
+                             [&] {
+                               if (transport.rank() != root) {
+                                 return;
+                               }
+                               for (int r = 0; r < transport.size(); ++r) {
+                                 copyBytes(bytesOf(views[static_cast<size_t>(r)]) + off * elem,
+                                           static_cast<char*>(transport.slot(r)), bytes);
+                               }
+                             });
+                       });
+        });
       });
 }
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::scatter(
     std::vector<at::Tensor>& output_tensors,
     std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ScatterOptions& opts) {
-  TORCH_CHECK(output_tensors.size() == 1, "myccl: scatter takes one output tensor per process");
-  const at::Tensor& output = output_tensors[0];
-  checkTensor(output, "scatter");
-  const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < size_, "myccl: scatter root ", root,
-              " is not a rank of this group");
-  std::vector<at::Tensor> inputs;
-  std::vector<at::Tensor> views;
-  if (rank_ == root) {
-    TORCH_CHECK(input_tensors.size() == 1 && static_cast<int>(input_tensors[0].size()) == size_,
-                "myccl: scatter needs ", size_, " input tensors on the root");
-    inputs = input_tensors[0];
-    views = perRankViews(inputs, output, "scatter", "input");
-  } else {
-    TORCH_CHECK(input_tensors.empty() || input_tensors[0].empty(),
-                "myccl: scatter takes input tensors only on the root");
-  }
+  const at::Tensor& output = onlyTensor(output_tensors, "scatter", "output");
+  const int root = checkRoot(opts.rootRank, size_, "scatter");
+  const RootedList inputs =
+      rootedList(input_tensors, output, rank_ == root, size_, "scatter", "input");
   const at::Tensor out = hostView(output).view(-1);
   return launchCollective(
-      c10d::OpType::SCATTER, "scatter", output.device(), inputs, output_tensors,
-      [this, out, views, root](uint64_t collective) {
+      c10d::OpType::SCATTER, "scatter", output.device(), inputs.tensors, output_tensors,
+      [this, out, views = inputs.views, root](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const int size = transport.size();
         const int rank = transport.rank();
         const int64_t elem = out.element_size();
         const int64_t numel = out.numel();
-        Descriptor mine =
+        const Descriptor mine =
             describe(collective, c10d::OpType::SCATTER, out.scalar_type(), numel, root);
-        mine.algorithm = static_cast<int32_t>(Algorithm::kStaged);
-        CollectiveSteps steps(transport, collective, "scatter", mine);
-        count(Algorithm::kStaged);
-        const int64_t per = static_cast<int64_t>(kSlotBytes) / elem / size;
-        const uint64_t chunks = chunksOf(numel, per);
-        char* slot = static_cast<char*>(transport.slot(root));
-        for (uint64_t c = 0; c < chunks; ++c) {
-          const int64_t off = static_cast<int64_t>(c) * per;
-          const size_t len = static_cast<size_t>(std::min(per, numel - off) * elem);
-          steps.step(
-              [&] {
-                if (rank != root) {
-                  return;
-                }
-                for (int d = 0; d < size; ++d) {
-                  copyBytes(slot + d * per * elem,
-                            bytesOf(views[static_cast<size_t>(d)]) + off * elem, len);
-                }
-              },
-              [&] { copyBytes(bytesOf(out) + off * elem, slot + rank * per * elem, len); });
-        }
-        steps.finish(/*wait_for_peers=*/false);
+        runSteps(mine, "scatter", /*direct=*/nullptr, [&](CollectiveSteps& steps) {
+          const int64_t per = static_cast<int64_t>(kSlotBytes) / elem / size;
+          char* slot = static_cast<char*>(transport.slot(root));
+          forEachChunk(numel, per, [&](int64_t off, int64_t len) {
+            const size_t bytes = static_cast<size_t>(len * elem);
+            steps.step(
+                [&] {
+                  if (rank != root) {
+                    return;
+                  }
+                  for (int d = 0; d < size; ++d) {
+                    copyBytes(slot + d * per * elem,
+                              bytesOf(views[static_cast<size_t>(d)]) + off * elem, bytes);
+                  }
+                },
+                [&] { copyBytes(bytesOf(out) + off * elem, slot + rank * per * elem, bytes); });
+          });
+        });
       });
 }
 
@@ -703,7 +618,7 @@ void MycclBackend::alltoallBody(uint64_t collective, const char* name, int32_t d
   }
   // Per-peer sizes may differ, so the choice cannot depend on them: direct
   // whenever the ranks can reach each other's memory.
-  mine.algorithm = static_cast<int32_t>(choose(1, 0));
+  chooseAlgorithm(mine, 1, 0, /*buffer=*/nullptr);
   const bool direct = mine.algorithm == static_cast<int32_t>(Algorithm::kDirect);
   if (direct) {
     for (int r = 0; r < size; ++r) {
@@ -714,97 +629,70 @@ void MycclBackend::alltoallBody(uint64_t collective, const char* name, int32_t d
       }
     }
   }
-  CollectiveSteps steps(transport, collective, name, mine);
-  if (direct) {
-    steps.step();
-    if (peersReachable(steps)) {
-      count(Algorithm::kDirect);
-      for (int s = 0; s < size; ++s) {
-        const at::Tensor& out = outputs[static_cast<size_t>(s)];
-        if (out.numel() == 0) {
-          continue;
+  runSteps(
+      mine, name,
+      [&](CollectiveSteps& steps) {
+        for (int s = 0; s < size; ++s) {
+          const at::Tensor& out = outputs[static_cast<size_t>(s)];
+          if (out.numel() == 0) {
+            continue;
+          }
+          const char* from = s == rank ? bytesOf(inputs[static_cast<size_t>(rank)])
+                                       : peers_.openOrThrow(s, steps.descriptor(s).parts[rank]);
+          copyBytes(bytesOf(out), from, static_cast<size_t>(out.numel() * elem));
         }
-        const char* from = s == rank ? bytesOf(inputs[static_cast<size_t>(rank)])
-                                     : peers_.openOrThrow(s, steps.descriptor(s).parts[rank]);
-        copyBytes(bytesOf(out), from, static_cast<size_t>(out.numel() * elem));
-      }
-      steps.finish(/*wait_for_peers=*/true);
-      peers_.closeOpened();
-      return;
-    }
-  }
-  count(Algorithm::kStaged);
-  // Each slot holds one segment per destination; the steps needed are set
-  // by the largest piece of any rank, which every rank knows after the
-  // first step.
-  const int64_t per = static_cast<int64_t>(kSlotBytes) / size / elem;
-  const auto stage = [&](int64_t c) {
-    steps.step(
-        [&] {
-          char* slot = static_cast<char*>(transport.slot(rank));
+      },
+      [&](CollectiveSteps& steps) {
+        // Each slot holds one segment per destination; the steps needed are
+        // set by the largest piece of any rank, which every rank knows after
+        // the first step.
+        const int64_t per = static_cast<int64_t>(kSlotBytes) / size / elem;
+        const auto stage = [&](int64_t c) {
+          steps.step(
+              [&] {
+                char* slot = static_cast<char*>(transport.slot(rank));
+                for (int d = 0; d < size; ++d) {
+                  const int64_t n = inputs[static_cast<size_t>(d)].numel();
+                  const int64_t off = std::min(n, c * per);
+                  copyBytes(slot + d * per * elem,
+                            bytesOf(inputs[static_cast<size_t>(d)]) + off * elem,
+                            static_cast<size_t>(std::min(per, n - off) * elem));
+                }
+              },
+              [&] {
+                for (int s = 0; s < size; ++s) {
+                  const int64_t n = outputs[static_cast<size_t>(s)].numel();
+                  const int64_t off = std::min(n, c * per);
+                  copyBytes(bytesOf(outputs[static_cast<size_t>(s)]) + off * elem,
+                            static_cast<char*>(transport.slot(s)) + rank * per * elem,
+                            static_cast<size_t>(std::min(per, n - off) * elem));
+                }
+              });
+        };
+        // A failed direct attempt already exchanged the descriptors.
+        const uint64_t first_chunk = direct ? 0 : 1;
+        if (!direct) {
+          stage(0);  // also exchanges the descriptors
+        }
+        int64_t largest = 0;
+        for (int r = 0; r < size; ++r) {
           for (int d = 0; d < size; ++d) {
-            const int64_t n = inputs[static_cast<size_t>(d)].numel();
-            const int64_t off = std::min(n, c * per);
-            copyBytes(slot + d * per * elem,
-                      bytesOf(inputs[static_cast<size_t>(d)]) + off * elem,
-                      static_cast<size_t>(std::min(per, n - off) * elem));
+            largest = std::max(largest, steps.descriptor(r).send_counts[d]);
           }
-        },
-        [&] {
-          for (int s = 0; s < size; ++s) {
-            const int64_t n = outputs[static_cast<size_t>(s)].numel();
-            const int64_t off = std::min(n, c * per);
-            copyBytes(bytesOf(outputs[static_cast<size_t>(s)]) + off * elem,
-                      static_cast<char*>(transport.slot(s)) + rank * per * elem,
-                      static_cast<size_t>(std::min(per, n - off) * elem));
-          }
-        });
-  };
-  const uint64_t first_chunk = direct ? 0 : 1;
-  if (!direct) {
-    stage(0);  // also exchanges the descriptors
-  }
-  int64_t largest = 0;
-  for (int r = 0; r < size; ++r) {
-    for (int d = 0; d < size; ++d) {
-      largest = std::max(largest, steps.descriptor(r).send_counts[d]);
-    }
-  }
-  const uint64_t chunks = chunksOf(largest, per);
-  for (uint64_t c = first_chunk; c < chunks; ++c) {
-    stage(static_cast<int64_t>(c));
-  }
-  steps.finish(/*wait_for_peers=*/false);
+        }
+        const uint64_t chunks = chunksOf(largest, per);
+        for (uint64_t c = first_chunk; c < chunks; ++c) {
+          stage(static_cast<int64_t>(c));
+        }
+      });
 }
 
 namespace {
 
-// Rows of dim 0 per rank: the given split sizes, or an equal split.
-std::vector<int64_t> splitRows(const at::Tensor& t, const std::vector<int64_t>& split_sizes,
-                               int size, const char* role) {
-  const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
-  if (split_sizes.empty()) {
-    TORCH_CHECK(rows % size == 0, "myccl: all_to_all ", role, " has ", rows,
-                " rows, not divisible by the world size ", size, " (pass split sizes)");
-    return std::vector<int64_t>(static_cast<size_t>(size), rows / size);
-  }
-  TORCH_CHECK(static_cast<int>(split_sizes.size()) == size, "myccl: all_to_all ", role,
-              " split sizes must have one entry per rank (", size, "), got ",
-              split_sizes.size());
-  int64_t total = 0;
-  for (const int64_t n : split_sizes) {
-    TORCH_CHECK(n >= 0, "myccl: all_to_all ", role, " split sizes must not be negative");
-    total += n;
-  }
-  TORCH_CHECK(total == rows, "myccl: all_to_all ", role, " split sizes add up to ", total,
-              " rows, the tensor has ", rows);
-  return split_sizes;
-}
-
 // Flat host views of the per-rank pieces of `t` (rows of dim 0).
 std::vector<at::Tensor> splitViews(const at::Tensor& t, const std::vector<int64_t>& rows) {
   const at::Tensor flat = hostView(t).view(-1);
-  const int64_t row_numel = t.dim() == 0 || t.size(0) == 0 ? 0 : t.numel() / t.size(0);
+  const int64_t row_numel = t.size(0) == 0 ? 0 : t.numel() / t.size(0);
   std::vector<at::Tensor> views;
   int64_t offset = 0;
   for (const int64_t n : rows) {
@@ -820,15 +708,10 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall_base(
     at::Tensor& output_buffer, at::Tensor& input_buffer,
     std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes,
     const c10d::AllToAllOptions& /*opts*/) {
-  checkTensor(input_buffer, "all_to_all");
-  checkTensor(output_buffer, "all_to_all");
-  TORCH_CHECK(input_buffer.scalar_type() == output_buffer.scalar_type() &&
-                  input_buffer.device() == output_buffer.device(),
-              "myccl: all_to_all needs input and output of one dtype and device");
-  const std::vector<at::Tensor> inputs =
-      splitViews(input_buffer, splitRows(input_buffer, input_split_sizes, size_, "input"));
-  const std::vector<at::Tensor> outputs =
-      splitViews(output_buffer, splitRows(output_buffer, output_split_sizes, size_, "output"));
+  const AlltoallRows rows =
+      alltoallRows(input_buffer, output_buffer, input_split_sizes, output_split_sizes, size_);
+  const std::vector<at::Tensor> inputs = splitViews(input_buffer, rows.input);
+  const std::vector<at::Tensor> outputs = splitViews(output_buffer, rows.output);
   const auto dtype = static_cast<int32_t>(input_buffer.scalar_type());
   return launchCollective(c10d::OpType::ALLTOALL_BASE, "all_to_all", input_buffer.device(),
                           {input_buffer}, {output_buffer},
@@ -840,27 +723,13 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall_base(
 c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall(std::vector<at::Tensor>& output_tensors,
                                                       std::vector<at::Tensor>& input_tensors,
                                                       const c10d::AllToAllOptions& /*opts*/) {
-  TORCH_CHECK(static_cast<int>(input_tensors.size()) == size_ &&
-                  static_cast<int>(output_tensors.size()) == size_,
-              "myccl: all_to_all takes one input and one output tensor per rank (", size_,
-              "), got ", input_tensors.size(), " and ", output_tensors.size());
-  std::vector<at::Tensor> inputs;
-  std::vector<at::Tensor> outputs;
-  for (int r = 0; r < size_; ++r) {
-    for (const at::Tensor* t : {&input_tensors[r], &output_tensors[r]}) {
-      checkTensor(*t, "all_to_all");
-      TORCH_CHECK(t->scalar_type() == input_tensors[0].scalar_type() &&
-                      t->device() == input_tensors[0].device(),
-                  "myccl: all_to_all tensors must share one dtype and device");
-    }
-    inputs.push_back(hostView(input_tensors[r]).view(-1));
-    outputs.push_back(hostView(output_tensors[r]).view(-1));
-  }
+  AlltoallViews views = alltoallViews(input_tensors, output_tensors, size_);
   const auto dtype = static_cast<int32_t>(input_tensors[0].scalar_type());
   return launchCollective(c10d::OpType::ALLTOALL, "all_to_all", input_tensors[0].device(),
                           input_tensors, output_tensors,
-                          [this, dtype, inputs, outputs](uint64_t collective) {
-                            alltoallBody(collective, "all_to_all", dtype, inputs, outputs);
+                          [this, dtype, views = std::move(views)](uint64_t collective) {
+                            alltoallBody(collective, "all_to_all", dtype, views.inputs,
+                                         views.outputs);
                           });
 }
 
@@ -918,11 +787,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::pointToPoint(bool is_send,
                                                           std::vector<at::Tensor>& tensors,
                                                           int peer, int tag) {
   const char* name = is_send ? "send" : "recv";
-  TORCH_CHECK(tensors.size() == 1, "myccl: ", name, " takes one tensor");
-  const at::Tensor& tensor = tensors[0];
-  checkTensor(tensor, name);
-  TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "myccl: ", name, " on rank ", rank_,
-              ": peer ", peer, " is not another rank of this group (size ", size_, ")");
+  const at::Tensor& tensor = pointToPointTensor(tensors, peer, rank_, size_, name);
   const P2PRequest request{is_send, hostView(tensor).view(-1), peer, tag};
   const auto type = is_send ? c10d::OpType::SEND : c10d::OpType::RECV;
   const std::vector<at::Tensor> inputs = is_send ? tensors : std::vector<at::Tensor>{};

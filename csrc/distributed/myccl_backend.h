@@ -11,6 +11,7 @@
 // when the ranks cannot map each other's memory).
 #pragma once
 
+#include <c10/util/FunctionRef.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <atomic>
@@ -113,9 +114,19 @@ class MycclBackend : public CommStreamBackend {
       c10d::OpType type, const char* name, c10::Device device,
       const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
       std::function<void(uint64_t)> body);
-  // Executor side: the algorithm for a message of `bytes` (the same on every
-  // rank that called the same collective).
-  Algorithm choose(size_t bytes, size_t direct_from_bytes) const;
+  // Executor side: sets `mine.algorithm` for a message of `bytes` (the same
+  // on every rank that called the same collective); a direct collective
+  // publishes `buffer`, if given, as the input its peers read.
+  void chooseAlgorithm(Descriptor& mine, size_t bytes, size_t direct_from_bytes,
+                       const void* buffer) const;
+  // Executor side, what every collective does around moving its data: `mine`
+  // goes out in the first step; a direct collective whose ranks can all map
+  // each other's memory runs `direct`, then waits until no peer reads this
+  // rank's buffers any more; any other runs `staged` (which may take the
+  // first step, unless the direct attempt did).
+  void runSteps(const Descriptor& mine, const char* name,
+                c10::function_ref<void(CollectiveSteps&)> direct,
+                c10::function_ref<void(CollectiveSteps&)> staged);
   // After the first step of a direct collective: whether every rank can map
   // every peer's memory (probed once per group, costing one more step).
   bool peersReachable(CollectiveSteps& steps);
