@@ -27,6 +27,19 @@ def _assert_equal(actual: torch.Tensor, expected: torch.Tensor, what: str) -> No
     assert torch.equal(actual, expected), (what, actual[:8], expected[:8])
 
 
+def _assert_reduced(actual: torch.Tensor, expected: torch.Tensor, op: str, what: str) -> None:
+    """Exact, except what myccl's gloo transport hands to gloo's ring
+    (float32/float64 SUM, AVG, PRODUCT): ring order, so only close to the
+    rank-order reference (test_distributed_host_path checks that every rank
+    gets the same bits)."""
+    if (os.environ.get("MYCCL_TRANSPORT") == "gloo" and op in ("sum", "avg", "product")
+            and expected.dtype in (torch.float32, torch.float64)):
+        assert actual.device.type == "mydev", (what, actual.device)
+        torch.testing.assert_close(actual.cpu(), expected, msg=what)
+    else:
+        _assert_equal(actual, expected, what)
+
+
 def _check_collectives(rank: int, world_size: int) -> None:
     import torch.distributed as dist
 
@@ -37,12 +50,12 @@ def _check_collectives(rank: int, world_size: int) -> None:
             parts = [rank_tensor(r, 33, dtype) for r in range(world_size)]
             t = parts[rank].to(dev)
             dist.all_reduce(t, op=reduce_op(op))
-            _assert_equal(t, expected_reduce(parts, op), f"all_reduce {op} {dtype}")
+            _assert_reduced(t, expected_reduce(parts, op), op, f"all_reduce {op} {dtype}")
     # Larger than one shared-memory slot (4 MiB): chunked.
     big = [rank_tensor(r, (5 << 20) // 4 + 7, torch.float32, salt=1) for r in range(world_size)]
     t = big[rank].to(dev)
     dist.all_reduce(t)
-    _assert_equal(t, expected_reduce(big, "sum"), "all_reduce chunked")
+    _assert_reduced(t, expected_reduce(big, "sum"), "sum", "all_reduce chunked")
     # broadcast from every root, with a chunked size too.
     for root in range(world_size):
         for numel in (10, (9 << 20) // 8):

@@ -26,6 +26,27 @@ def _assert_equal(actual: torch.Tensor, expected: torch.Tensor, what: str) -> No
     assert torch.equal(actual.cpu(), expected), (what, actual.cpu()[:8], expected[:8])
 
 
+def _check_ring_order_identical_on_every_rank(rank: int, world_size: int) -> None:
+    """float32/float64 SUM, AVG and PRODUCT go through gloo's ring: ring
+    order rather than rank order, but the same bits on every rank."""
+    import torch.distributed as dist
+
+    dev = torch.device("mydev", 0)
+    for dtype in (torch.float32, torch.float64):
+        for op in ("sum", "avg", "product"):
+            for numel in (5, 1001, (1 << 18) + 3):
+                parts = [rank_tensor(r, numel, dtype, salt=30) for r in range(world_size)]
+                t = parts[rank].to(dev)
+                dist.all_reduce(t, op=reduce_op(op))
+                what = f"ring all_reduce {op} {dtype} {numel}"
+                torch.testing.assert_close(t.cpu(), expected_reduce(parts, op), msg=what)
+                results = [torch.empty_like(t) for _ in range(world_size)]
+                dist.all_gather(results, t)  # moves bytes only
+                mine = t.cpu().view(torch.uint8)
+                for r, other in enumerate(results):
+                    assert torch.equal(other.cpu().view(torch.uint8), mine), (what, r)
+
+
 # ---------------------------------------------------------------- workers
 
 
@@ -42,12 +63,27 @@ def _worker_collectives(rank: int, world_size: int) -> None:
     dev = torch.device("mydev", 0)
     # Fewer elements than ranks: some ranks own empty segments of the
     # all-reduce; int16 and half reductions gloo itself lacks or does in half.
+    # Empty tensors too, through gloo's ring (int64, float32 AVG) and not.
     for numel, dtype, op in [(1, torch.float32, "sum"), (3, torch.int16, "product"),
-                             (7, torch.float16, "avg")]:
+                             (7, torch.float16, "avg"), (0, torch.int64, "sum"),
+                             (0, torch.float32, "avg"), (0, torch.int16, "max")]:
         parts = [rank_tensor(r, numel, dtype, salt=20) for r in range(world_size)]
         t = parts[rank].to(dev)
         dist.all_reduce(t, op=reduce_op(op))
         _assert_equal(t, expected_reduce(parts, op), f"all_reduce {numel} {dtype} {op}")
+    _check_ring_order_identical_on_every_rank(rank, world_size)
+    # Float MIN/MAX stay with myccl's reduction, which lets a NaN win as
+    # torch.minimum/maximum do (gloo's would drop it).
+    for op in ("min", "max"):
+        parts = [rank_tensor(r, 9, torch.float32, salt=21) for r in range(world_size)]
+        for r, part in enumerate(parts):
+            part[r] = float("nan")
+        t = parts[rank].to(dev)
+        dist.all_reduce(t, op=reduce_op(op))
+        expected = expected_reduce(parts, op)
+        assert expected[:world_size].isnan().all()
+        assert torch.equal(t.cpu().isnan(), expected.isnan()), (op, t.cpu())
+        _assert_equal(t[world_size:], expected[world_size:], f"all_reduce {op} with NaN")
     # Bool moves as bytes (broadcast, all_gather).
     flags = torch.tensor([True, False, rank % 2 == 0], device=dev)
     dist.broadcast(flags, src=world_size - 1)

@@ -139,6 +139,54 @@ void reduceThenGather(c10d::Backend& gloo, const at::Tensor& view, c10d::ReduceO
   }
 }
 
+// Whether gloo's own all-reduce gives the result myccl promises, so the
+// tensor can be handed to it as it is. Integer arithmetic is exact in any
+// order (a wraparound wraps alike), so every op qualifies for the integer
+// dtypes gloo has (not int16). float32/float64 SUM, AVG and PRODUCT come out
+// of gloo's ring in ring order rather than rank order: every rank still gets
+// the same bits (each element is reduced on one rank and then copied to the
+// others), as with NCCL, but not necessarily the shared-memory backend's bits
+// once there are more than two ranks. Float MIN and MAX stay with myccl: gloo
+// lets a NaN lose to a number where torch.minimum/maximum propagate it.
+// float16/bfloat16 stay too: gloo would reduce them in their own precision.
+bool glooAllreduceKeepsSemantics(at::ScalarType dtype, c10d::ReduceOp::RedOpType op) {
+  switch (dtype) {
+    case at::kByte:
+    case at::kChar:
+    case at::kInt:
+    case at::kLong:
+      return true;
+    case at::kFloat:
+    case at::kDouble:
+      return op != c10d::ReduceOp::MIN && op != c10d::ReduceOp::MAX;
+    default:
+      return false;
+  }
+}
+
+// All-reduce in place by gloo's ring (see glooAllreduceKeepsSemantics). AVG
+// is a SUM divided afterwards, truncating for integers as reduceBuffers does:
+// gloo has no integer AVG.
+void glooAllreduce(c10d::Backend& gloo, const at::Tensor& view, c10d::ReduceOp::RedOpType op,
+                   Millis timeout) {
+  if (view.numel() == 0) {
+    return;
+  }
+  std::vector<at::Tensor> tensors{view};
+  c10d::AllreduceOptions o;
+  o.reduceOp = op == c10d::ReduceOp::AVG ? c10d::ReduceOp::SUM : op;
+  o.timeout = timeout;
+  gloo.allreduce(tensors, o)->wait();
+  if (op == c10d::ReduceOp::AVG) {
+    const int64_t size = gloo.getSize();
+    if (at::isFloatingType(view.scalar_type())) {
+      view.div_(size);
+    } else {
+      view.div_(size, "trunc");
+    }
+  }
+}
+
 }  // namespace
 
 MycclGlooBackend::MycclGlooBackend(c10::intrusive_ptr<c10d::Backend> gloo, Millis timeout)
@@ -195,9 +243,14 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::allreduce(std::vector<at::Tenso
   checkReduceOp(opts.reduceOp, tensor.scalar_type(), "allreduce");
   const at::Tensor view = hostView(tensor).view(-1);
   const auto op = opts.reduceOp.op_;
+  const bool by_gloo = glooAllreduceKeepsSemantics(tensor.scalar_type(), op);
   return launchGloo(c10d::OpType::ALLREDUCE, "allreduce", tensor.device(), tensors, tensors,
-                    [view, op](c10d::Backend& gloo, Millis timeout) {
-                      reduceThenGather(gloo, view, op, std::nullopt, timeout);
+                    [view, op, by_gloo](c10d::Backend& gloo, Millis timeout) {
+                      if (by_gloo) {
+                        glooAllreduce(gloo, view, op, timeout);
+                      } else {
+                        reduceThenGather(gloo, view, op, std::nullopt, timeout);
+                      }
                     });
 }
 
@@ -208,6 +261,10 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::reduce(std::vector<at::Tensor>&
   const int64_t root = checkRoot(opts.rootRank, size_, "reduce");
   const at::Tensor view = hostView(tensor).view(-1);
   const auto op = opts.reduceOp.op_;
+  // Never gloo's own reduce, whatever the dtype: it reduces in place in every
+  // rank's buffer and leaves partial results on the non-root ranks, whose
+  // tensors myccl (as NCCL) leaves untouched; keeping them would take a copy,
+  // and its ring moves no fewer bytes than reduceThenGather.
   return launchGloo(c10d::OpType::REDUCE, "reduce", tensor.device(), tensors, tensors,
                     [view, op, root](c10d::Backend& gloo, Millis timeout) {
                       reduceThenGather(gloo, view, op, root, timeout);

@@ -3,11 +3,15 @@
 // gloo host views of the mydev tensors, so gloo reads and writes device
 // memory in place.
 //
-// Gloo only moves bytes here; myccl reduces the ranks' contributions itself
-// (reduction.h), in rank order. That keeps results bit-identical to the
-// shared-memory backend's for every dtype and reduce op, which gloo alone
-// would not: it lacks int16, reduces float16/bfloat16 in their own precision
-// and sums floats in ring order.
+// all_reduce hands the host view to gloo's own ring all-reduce where that
+// keeps myccl's semantics: integer dtypes gloo has (exact in any order) and
+// float32/float64 SUM, AVG and PRODUCT. Those floats come out in ring order:
+// identical on every rank, as with NCCL, but with more than two ranks not
+// always the shared-memory backend's rank-order bits. Everything else (int16,
+// which gloo lacks; float16/bfloat16, which gloo reduces in their own
+// precision; float MIN/MAX, where gloo drops NaNs; reduce, reduce_scatter)
+// uses gloo only to move bytes and reduces with myccl's own rank-order
+// reduction (reduction.h), bit-identical to the shared-memory backend.
 //
 // The gloo backend is torch's ProcessGroupGloo, created in Python (the CPU
 // wheel ships no gloo headers) and driven through the c10d::Backend interface.
