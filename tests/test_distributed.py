@@ -738,9 +738,16 @@ def test_mismatched_calls_fail_on_every_rank_naming_both_sides():
     out = [r.stdout for r in results]
     assert "SIZE: myccl: allreduce on rank 1 has 999 float elements, rank 0 has 1000" in out[1], out[1]
     assert "SIZE: myccl: allreduce on rank 0 has 1000 float elements, rank 1 has 999" in out[0], out[0]
+    kinds = []
     for rank in (0, 1):
         assert f"BIGSIZE: myccl: allreduce on rank {rank} has" in out[rank], out[rank]
-        kind = next(line for line in out[rank].splitlines() if line.startswith("KIND:"))
-        assert "ALLREDUCE" in kind and "BROADCAST" in kind, kind
+        kinds.append(next(line for line in out[rank].splitlines() if line.startswith("KIND:")))
+    # Both ranks fail. At least one names both calls; on a loaded machine
+    # the other may see that rank's abort before it compared descriptors
+    # itself, and then names the rank that failed.
+    named = [k for k in kinds if "ALLREDUCE" in k and "BROADCAST" in k]
+    assert named, kinds
+    for rank, kind in enumerate(kinds):
+        assert kind in named or f"rank {1 - rank} failed a collective" in kind, kinds
     p2p = next(line for line in out[1].splitlines() if line.startswith("P2P:"))
     assert "expected tag 0 with 12" in p2p and "sent tag 0 with 10" in p2p, p2p
