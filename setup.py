@@ -11,8 +11,12 @@ from pathlib import Path
 
 from setuptools import find_packages, setup
 
-import torch
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+# Building must not load an installed torch-mydev (`import torch` would, via
+# the torch.backends entry point): a previous install may point at a tree
+# whose extension is not built yet, or is the one being rebuilt.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+import torch  # noqa: E402
+from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 ROOT = Path(__file__).parent.resolve()
 TORCH_SERIES = "2.13"
