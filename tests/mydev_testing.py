@@ -1,10 +1,11 @@
 """Helpers and constants shared by the mydev test files."""
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import pytest
 import torch
@@ -82,3 +83,47 @@ def assert_close_to_cpu(actual, expected, *, rtol=None, atol=None, device=None, 
         rtol = atol = 0
     torch.testing.assert_close(actual.detach().cpu(), expected.detach(), rtol=rtol, atol=atol,
                                equal_nan=True, msg=(lambda m: f"{msg}: {m}") if msg else None)
+
+
+# Compiles f once per inductor_backend.config patch, in order, in a new
+# process; prints per compile the FX graph cache's hits and misses, the
+# output's device, the kernel language of the generated code and the error
+# against eager CPU.
+_FX_CACHE_CLIENT = """
+import json, torch
+import inductor_backend.config as mydev_config
+from torch._dynamo.utils import counters
+from torch._inductor.utils import run_and_get_code
+
+def f(x, y):
+    return (x.sin() * y).relu().sum(-1)
+
+x = torch.arange(12.0).view(3, 4)
+y = torch.full((3, 4), 0.5)
+seen = []
+for patch in {patches!r}:
+    torch._dynamo.reset()
+    counters.clear()
+    with mydev_config.patch(**patch):
+        out, (code,) = run_and_get_code(torch.compile(f, fullgraph=True), x.to("mydev"), y.to("mydev"))
+    seen.append({{
+        "hit": counters["inductor"]["fxgraph_cache_hit"],
+        "miss": counters["inductor"]["fxgraph_cache_miss"],
+        "device": str(out.device),
+        "code": "triton" if "async_compile.triton(" in code else "cpp" if "load_mydev_kernel(" in code else "?",
+        "max_error": (out.cpu() - f(x, y)).abs().max().item(),
+    }})
+print(json.dumps(seen))
+"""
+
+
+def compile_with_fx_cache(patches: List[Dict[str, object]], cache_dir: str, timeout: float = 240) -> List[Dict[str, object]]:
+    """What _FX_CACHE_CLIENT saw, one dict per patch; every compile must have
+    run on mydev:0 and matched eager CPU."""
+    env = {"TORCHINDUCTOR_CACHE_DIR": cache_dir, "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"}
+    result = run_python(_FX_CACHE_CLIENT.format(patches=list(patches)), env=env, timeout=timeout)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    for compiled in seen:
+        assert compiled["device"] == "mydev:0" and compiled["max_error"] < 1e-6, seen
+    return seen

@@ -9,7 +9,6 @@ rtol/atol 1e-4 rather than bitwise. Processes that need their own
 environment (TORCH_LOGS, a fresh cache directory) run in a subprocess.
 """
 
-import json
 import re
 
 import pytest
@@ -18,7 +17,8 @@ import torch.nn.functional as F
 from torch._dynamo.utils import counters
 from torch._inductor.utils import run_and_get_code
 
-from mydev_testing import N_DEVICES, SLEEP_MS, assert_close_to_cpu, assert_device_still_usable, needs_two_devices, run_python
+from mydev_testing import (N_DEVICES, SLEEP_MS, assert_close_to_cpu, assert_device_still_usable, compile_with_fx_cache,
+                           needs_two_devices, run_python)
 
 pytestmark = pytest.mark.usefixtures("isolated_inductor", "fresh_dynamo")
 
@@ -378,44 +378,11 @@ def test_mydev_benchmarker_is_registered_and_times_on_mydev():
 
 
 # ---------------------------------------------------------- FX graph cache --
-CACHE_CLIENT = """
-import json, torch
-import inductor_backend.config as mydev_config
-from torch._dynamo.utils import counters
-
-def f(x, y):
-    return (x.sin() * y).relu().sum(-1)
-
-x = torch.arange(12.0).view(3, 4)
-y = torch.full((3, 4), 0.5)
-seen = []
-for patch in {patches!r}:
-    torch._dynamo.reset()
-    counters.clear()
-    with mydev_config.patch(**patch):
-        out = torch.compile(f, fullgraph=True)(x.to("mydev"), y.to("mydev"))
-    seen.append({{
-        "hit": counters["inductor"]["fxgraph_cache_hit"],
-        "miss": counters["inductor"]["fxgraph_cache_miss"],
-        "device": str(out.device),
-        "max_error": (out.cpu() - f(x, y)).abs().max().item(),
-    }})
-print(json.dumps(seen))
-"""
-
-
 def test_fx_graph_cache_hits_across_processes_and_is_keyed_by_mydev_config(tmp_path):
-    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"}
-
     def compile_in_subprocess(*patches):
         """(hits, misses) of compiling f once per config patch, in order,
         in a new process."""
-        result = run_python(CACHE_CLIENT.format(patches=list(patches)), env=env)
-        assert result.returncode == 0, result.stderr
-        seen = json.loads(result.stdout.strip().splitlines()[-1])
-        for compiled in seen:
-            assert compiled["device"] == "mydev:0" and compiled["max_error"] < 1e-6, seen
-        return [(compiled["hit"], compiled["miss"]) for compiled in seen]
+        return [(c["hit"], c["miss"]) for c in compile_with_fx_cache(list(patches), str(tmp_path))]
 
     # Cold cache: compiled and stored.
     assert compile_in_subprocess({}) == [(0, 1)]

@@ -22,7 +22,6 @@ rtol/atol 1e-4 rather than bitwise.
 """
 
 import copy
-import json
 import re
 
 import pytest
@@ -39,7 +38,8 @@ import inductor_backend.config as mydev_config  # noqa: E402
 from inductor_backend.kernel_languages import triton_unavailable_reason  # noqa: E402
 from inductor_backend.model_suite import CASES, loss_fn  # noqa: E402
 from mydev_testing import (  # noqa: E402
-    SLEEP_MS, assert_close_to_cpu, assert_device_still_usable, needs_two_devices, run_python,
+    SLEEP_MS, assert_close_to_cpu, assert_device_still_usable, compile_with_fx_cache, needs_two_devices,
+    run_python,
 )
 
 pytestmark = pytest.mark.usefixtures("isolated_inductor", "fresh_dynamo")
@@ -340,43 +340,11 @@ def test_triton_op_backward_through_compiled_graph():
 
 
 # ------------------------------------------------------- FX graph cache --
-CACHE_CLIENT = """
-import json, torch
-import inductor_backend.config as mydev_config
-from torch._dynamo.utils import counters
-from torch._inductor.utils import run_and_get_code
-
-def f(x, y):
-    return (x.sin() * y).relu().sum(-1)
-
-x = torch.arange(12.0).view(3, 4)
-y = torch.full((3, 4), 0.5)
-seen = []
-for language in {languages!r}:
-    torch._dynamo.reset()
-    counters.clear()
-    with mydev_config.patch(kernel_language=language):
-        out, (code,) = run_and_get_code(torch.compile(f, fullgraph=True), x.to("mydev"), y.to("mydev"))
-    seen.append({{
-        "hit": counters["inductor"]["fxgraph_cache_hit"],
-        "miss": counters["inductor"]["fxgraph_cache_miss"],
-        "code": "triton" if "async_compile.triton(" in code else "cpp" if "load_mydev_kernel(" in code else "?",
-        "max_error": (out.cpu() - f(x, y)).abs().max().item(),
-    }})
-print(json.dumps(seen))
-"""
-
-
 def test_fx_graph_cache_keeps_kernel_languages_apart(tmp_path):
-    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"}
-
     def compile_in_subprocess(*languages):
         """[(hit, miss, code kind)] of compiling f once per language, in
         order, in a new process."""
-        result = run_python(CACHE_CLIENT.format(languages=list(languages)), env=env, timeout=240)
-        assert result.returncode == 0, result.stderr
-        seen = json.loads(result.stdout.strip().splitlines()[-1])
-        assert all(compiled["max_error"] < 1e-6 for compiled in seen), seen
+        seen = compile_with_fx_cache([{"kernel_language": language} for language in languages], str(tmp_path))
         return [(compiled["hit"], compiled["miss"], compiled["code"]) for compiled in seen]
 
     # Cold cache: each language compiles and stores its own entry.
