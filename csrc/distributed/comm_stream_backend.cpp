@@ -42,12 +42,31 @@ CommStreamBackend::CommStreamBackend(int rank, int size, std::chrono::millisecon
 
 CommStreamBackend::~CommStreamBackend() {
   drain();
+  waitForWatcher();
   {
     std::lock_guard<std::mutex> lock(queue_->mutex);
     queue_->stopping = true;
   }
   // The watcher completes what is queued and exits by itself.
   queue_->cv.notify_all();
+}
+
+void CommStreamBackend::waitForWatcher() {
+  // destroy_process_group() usually destroys the backend with the GIL held;
+  // the watcher may need it to run a future's callbacks or release tensors.
+  PyThreadState* released = nullptr;
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    released = PyEval_SaveThread();
+  }
+  {
+    std::unique_lock<std::mutex> lock(queue_->mutex);
+    // Bounded: a callback that blocks must not hang the destruction.
+    queue_->idle.wait_for(lock, std::chrono::seconds(10),
+                          [&] { return queue_->pending.empty() && !queue_->busy; });
+  }
+  if (released != nullptr) {
+    PyEval_RestoreThread(released);
+  }
 }
 
 void CommStreamBackend::drain() noexcept {
@@ -68,37 +87,43 @@ void CommStreamBackend::setTimeout(std::chrono::milliseconds timeout) {
 
 void CommStreamBackend::watch(const std::shared_ptr<WatchQueue>& queue) {
   for (;;) {
-    Pending item;
     {
-      std::unique_lock<std::mutex> lock(queue->mutex);
-      queue->cv.wait(lock, [&] { return queue->stopping || !queue->pending.empty(); });
-      if (queue->pending.empty()) {
-        return;
+      Pending item;
+      {
+        std::unique_lock<std::mutex> lock(queue->mutex);
+        queue->cv.wait(lock, [&] { return queue->stopping || !queue->pending.empty(); });
+        if (queue->pending.empty()) {
+          return;
+        }
+        item = std::move(queue->pending.front());
+        queue->pending.pop_front();
+        queue->busy = true;
       }
-      item = std::move(queue->pending.front());
-      queue->pending.pop_front();
-    }
-    item.state->waitDone(std::chrono::milliseconds(0));
-    if (mustLeavePythonObjectsAlone()) {
-      // Completing the future would run Python callbacks, and dropping the
-      // item would release tensors: the process is exiting, so leak it.
-      new Pending(std::move(item));
-      continue;
-    }
-    std::exception_ptr error;
-    {
-      std::lock_guard<std::mutex> lock(item.state->mutex);
-      error = item.state->error;
-    }
-    try {
-      if (error) {
-        item.future->setError(error);
+      item.state->waitDone(std::chrono::milliseconds(0));
+      if (mustLeavePythonObjectsAlone()) {
+        // Completing the future would run Python callbacks, and dropping the
+        // item would release tensors: the process is exiting, so leak it.
+        new Pending(std::move(item));
       } else {
-        item.future->markCompleted(c10::IValue(item.outputs));
+        std::exception_ptr error;
+        {
+          std::lock_guard<std::mutex> lock(item.state->mutex);
+          error = item.state->error;
+        }
+        try {
+          if (error) {
+            item.future->setError(error);
+          } else {
+            item.future->markCompleted(c10::IValue(item.outputs));
+          }
+        } catch (...) {
+          // A callback failing must not kill the watcher.
+        }
       }
-    } catch (...) {
-      // A callback failing must not kill the watcher.
-    }
+    }  // the item is released here, before the watcher reports idle
+    std::lock_guard<std::mutex> lock(queue->mutex);
+    queue->busy = false;
+    queue->idle.notify_all();
   }
 }
 

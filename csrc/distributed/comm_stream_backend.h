@@ -122,6 +122,9 @@ class CommStreamBackend : public c10d::Backend {
     std::condition_variable cv;
     std::deque<Pending> pending;
     bool stopping = false;
+    // An item taken from `pending` and not yet released.
+    bool busy = false;
+    std::condition_variable idle;
   };
 
   MydevStream commStream(c10::Device device);
@@ -132,6 +135,9 @@ class CommStreamBackend : public c10d::Backend {
   void watchCompletion(const c10::intrusive_ptr<MycclWork>& work,
                        const std::vector<at::Tensor>& outputs);
   static void watch(const std::shared_ptr<WatchQueue>& queue);
+  // Waits (without the GIL) until the watcher completed and released every
+  // queued collective, so that none of it is left for interpreter exit.
+  void waitForWatcher();
 
   c10::intrusive_ptr<Options> options_;
   std::chrono::milliseconds timeout_;
