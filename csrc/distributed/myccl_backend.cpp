@@ -763,12 +763,27 @@ void MycclBackend::runP2P(const std::vector<P2PRequest>& requests, const char* n
                             request.peer);
   }
   // All operations advance together: a receive that cannot finish yet does
-  // not hold back a send that the peer waits for.
+  // not hold back a send that the peer waits for. But one channel carries
+  // one message at a time, in the batch's order: two sends to the same peer
+  // interleaving their chunks would hand the receiver a chunk of the wrong
+  // message.
   transport.waitUntil(
       [&] {
         bool all_done = true;
+        std::vector<const P2PChannel*> channels_in_use;
         for (P2POperation& operation : operations) {
-          all_done = operation.progress() && all_done;
+          if (operation.done()) {
+            continue;
+          }
+          all_done = false;
+          const P2PChannel* channel = &operation.channel();
+          if (std::find(channels_in_use.begin(), channels_in_use.end(), channel) !=
+              channels_in_use.end()) {
+            continue;
+          }
+          if (!operation.progress()) {
+            channels_in_use.push_back(channel);
+          }
         }
         return all_done;
       },

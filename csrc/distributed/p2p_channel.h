@@ -47,6 +47,7 @@ class P2POperation {
   // went through. Throws if the message received is not the one expected.
   bool progress();
   bool done() const { return chunks_done_ == chunk_count_; }
+  const P2PChannel& channel() const { return channel_; }
   // For timeout errors: "rank 1 to send tag 3", "rank 0 to receive tag 3".
   std::string waitingFor() const;
 
