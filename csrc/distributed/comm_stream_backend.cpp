@@ -43,6 +43,7 @@ CommStreamBackend::CommStreamBackend(int rank, int size, std::chrono::millisecon
 CommStreamBackend::~CommStreamBackend() {
   drain();
   waitForWatcher();
+  releaseCompleted();
   {
     std::lock_guard<std::mutex> lock(queue_->mutex);
     queue_->stopping = true;
@@ -66,6 +67,14 @@ void CommStreamBackend::waitForWatcher() {
   }
   if (released != nullptr) {
     PyEval_RestoreThread(released);
+  }
+}
+
+void CommStreamBackend::releaseCompleted() {
+  std::vector<Pending> completed;
+  {
+    std::lock_guard<std::mutex> lock(queue_->mutex);
+    completed.swap(queue_->completed);
   }
 }
 
@@ -101,8 +110,8 @@ void CommStreamBackend::watch(const std::shared_ptr<WatchQueue>& queue) {
       }
       item.state->waitDone(std::chrono::milliseconds(0));
       if (mustLeavePythonObjectsAlone()) {
-        // Completing the future would run Python callbacks, and dropping the
-        // item would release tensors: the process is exiting, so leak it.
+        // Completing the future would run Python callbacks: the process is
+        // exiting, so leave it.
         new Pending(std::move(item));
       } else {
         std::exception_ptr error;
@@ -120,9 +129,12 @@ void CommStreamBackend::watch(const std::shared_ptr<WatchQueue>& queue) {
           // A callback failing must not kill the watcher.
         }
       }
-    }  // the item is released here, before the watcher reports idle
-    std::lock_guard<std::mutex> lock(queue->mutex);
-    queue->busy = false;
+      std::lock_guard<std::mutex> lock(queue->mutex);
+      if (item.future) {
+        queue->completed.push_back(std::move(item));
+      }
+      queue->busy = false;
+    }
     queue->idle.notify_all();
   }
 }
@@ -172,6 +184,7 @@ c10::intrusive_ptr<c10d::Work> CommStreamBackend::launch(
     const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
     std::function<void()> body) {
   checkLaunchable(name, device);
+  releaseCompleted();
   const MydevStream stream = commStream(device);
   const MydevStream caller = getCurrentStream(device.index());
   {

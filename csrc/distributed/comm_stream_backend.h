@@ -122,9 +122,15 @@ class CommStreamBackend : public c10d::Backend {
     std::condition_variable cv;
     std::deque<Pending> pending;
     bool stopping = false;
-    // An item taken from `pending` and not yet released.
+    // An item taken from `pending` and not yet handed to `completed`.
     bool busy = false;
     std::condition_variable idle;
+    // Completed items, released by the backend's own thread (next launch,
+    // destruction), never by the watcher: their tensors may have Python
+    // objects, and a non-Python thread releasing one while the interpreter
+    // finalizes is killed (abort: "terminate called without an active
+    // exception").
+    std::vector<Pending> completed;
   };
 
   MydevStream commStream(c10::Device device);
@@ -138,6 +144,8 @@ class CommStreamBackend : public c10d::Backend {
   // Waits (without the GIL) until the watcher completed and released every
   // queued collective, so that none of it is left for interpreter exit.
   void waitForWatcher();
+  // Releases the completed items on the calling thread.
+  void releaseCompleted();
 
   c10::intrusive_ptr<Options> options_;
   std::chrono::milliseconds timeout_;
