@@ -4,12 +4,12 @@
 
 * ``auto`` (default): every rank publishes its host identity (hostname and
   kernel boot id) in the group's store. All equal: shared memory
-  (``MycclBackend``). Otherwise every rank of the group uses gloo's TCP
+  (``ShmTransportBackend``). Otherwise every rank of the group uses gloo's TCP
   transport, including ranks that share a host with others: one transport per
   group keeps every rank's collectives in step.
 * ``shm``: shared memory; every rank must be on one host.
 * ``gloo``: gloo's TCP transport on host views of device memory
-  (``MycclGlooBackend``), also on one host (tests, benchmarks).
+  (``GlooTransportBackend``), also on one host (tests, benchmarks).
 
 Every rank of a group must use the same value.
 """
@@ -67,10 +67,10 @@ def create_backend(dist_backend_opts: Any, backend_options: Any = None) -> Any:
     if transport == "auto":
         transport = "shm" if _all_on_one_host(store, rank, size) else "gloo"
     if transport == "shm":
-        return _C.MycclBackend(store, rank, size, timeout)
+        return _C.ShmTransportBackend(store, rank, size, timeout)
     # Gloo's keys apart from the shared-memory and host-identity ones.
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("myccl_gloo/", store), rank, size, timeout)
-    return _C.MycclGlooBackend(gloo, timeout)
+    return _C.GlooTransportBackend(gloo, timeout)
 
 
 def fill_gloo_global_ranks(pg: Any, global_ranks_in_group: Any, group_size: int) -> None:

@@ -1,6 +1,6 @@
 """The native core ops of mydev (csrc/aten/core_ops.cpp) and the generic
 device-kernel path that runs every other ATen op on the device
-(csrc/aten/device_kernel_fallback.cpp).
+(csrc/aten/device_kernel_path.cpp).
 
 Every test does the same thing on CPU and compares.
 """

@@ -56,7 +56,7 @@ def _worker_collectives(rank: int, world_size: int) -> None:
     from test_distributed import _check_async, _check_bad_arguments, _check_collectives
 
     init_group(rank, world_size, SPEC)
-    assert _backend_class() == "MycclGlooBackend", _backend_class()
+    assert _backend_class() == "GlooTransportBackend", _backend_class()
     _check_collectives(rank, world_size)
     _check_async(rank, world_size)
     _check_bad_arguments(rank, world_size)
@@ -177,7 +177,7 @@ def _worker_split_mesh(rank: int, world_size: int) -> None:
     for dim, peers in (("dp", [rank % 2, rank % 2 + 2]), ("tp", [rank // 2 * 2, rank // 2 * 2 + 1])):
         group = mesh.get_group(dim)
         backend = group._get_backend(torch.device("mydev"))
-        assert type(backend).__name__ == "MycclGlooBackend", type(backend).__name__
+        assert type(backend).__name__ == "GlooTransportBackend", type(backend).__name__
         t = torch.full((6,), float(rank + 1), device=device)
         dist.all_reduce(t, group=group)
         _assert_equal(t, torch.full((6,), float(sum(p + 1 for p in peers))), f"{dim} all_reduce")
@@ -312,9 +312,9 @@ def test_bad_transport_value_is_a_clear_error():
         assert "auto, shm, gloo" in result.stdout, result.stdout
 
 
-@pytest.mark.parametrize("transport, expected", [("auto", "MycclBackend"),
-                                                 ("shm", "MycclBackend"),
-                                                 ("gloo", "MycclGlooBackend")])
+@pytest.mark.parametrize("transport, expected", [("auto", "ShmTransportBackend"),
+                                                 ("shm", "ShmTransportBackend"),
+                                                 ("gloo", "GlooTransportBackend")])
 def test_transport_selection(transport, expected):
     results = run_ranks(__name__, "transport_name", 2, env={"MYCCL_TRANSPORT": transport})
     check_ok(results)

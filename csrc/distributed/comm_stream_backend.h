@@ -11,8 +11,9 @@
 // watcher thread.
 //
 // Subclasses implement the collectives with launch() and say how to reach
-// the peers: the same-host shared-memory backend (myccl_backend.h) and the
-// cross-host one.
+// the peers: the shared-memory transport on one host
+// (shm_transport_backend.h) and gloo's TCP transport across hosts
+// (gloo_transport_backend.h).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>

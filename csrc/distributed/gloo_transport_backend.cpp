@@ -189,25 +189,25 @@ void glooAllreduce(c10d::Backend& gloo, const at::Tensor& view, c10d::ReduceOp::
 
 }  // namespace
 
-MycclGlooBackend::MycclGlooBackend(c10::intrusive_ptr<c10d::Backend> gloo, Millis timeout)
+GlooTransportBackend::GlooTransportBackend(c10::intrusive_ptr<c10d::Backend> gloo, Millis timeout)
     : CommStreamBackend(gloo->getRank(), gloo->getSize(), timeout), gloo_(std::move(gloo)) {
   TORCH_CHECK(gloo_->getBackendName() == "gloo",
               "myccl: the cross-host transport needs a gloo backend, got ",
               gloo_->getBackendName());
 }
 
-MycclGlooBackend::~MycclGlooBackend() { drain(); }
+GlooTransportBackend::~GlooTransportBackend() { drain(); }
 
-c10::intrusive_ptr<c10d::Backend> MycclGlooBackend::createSubgroup(
+c10::intrusive_ptr<c10d::Backend> GlooTransportBackend::createSubgroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Millis timeout) {
   // merge() builds a gloo backend over any store, rank and size, sharing
   // this one's transport device (as gloo's own split() does); it is the one
   // way to make a gloo backend from C++ without gloo's headers.
   auto gloo = gloo_->merge(store, gloo_->getBackendOptions(), rank, size);
-  return c10::make_intrusive<MycclGlooBackend>(std::move(gloo), timeout);
+  return c10::make_intrusive<GlooTransportBackend>(std::move(gloo), timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::launchGloo(
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::launchGloo(
     c10d::OpType type, const char* name, c10::Device device,
     const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
     std::function<void(c10d::Backend&, Millis)> body) {
@@ -222,7 +222,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::launchGloo(
                 });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::broadcast(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
   const at::Tensor& tensor = onlyTensor(tensors, "broadcast");
   const int64_t root = checkRoot(opts.rootRank, size_, "broadcast");
@@ -237,7 +237,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::broadcast(std::vector<at::Tenso
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::allreduce(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
   const at::Tensor& tensor = onlyTensor(tensors, "allreduce");
   checkReduceOp(opts.reduceOp, tensor.scalar_type(), "allreduce");
@@ -254,7 +254,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::allreduce(std::vector<at::Tenso
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::reduce(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
   const at::Tensor& tensor = onlyTensor(tensors, "reduce");
   checkReduceOp(opts.reduceOp, tensor.scalar_type(), "reduce");
@@ -271,7 +271,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::reduce(std::vector<at::Tensor>&
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::allgather(
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::allgather(
     std::vector<std::vector<at::Tensor>>& output_tensors,
     std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& /*opts*/) {
   const std::vector<at::Tensor> views =
@@ -288,7 +288,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::allgather(
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::_allgather_base(
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::_allgather_base(
     at::Tensor& output_buffer, at::Tensor& input_buffer,
     const c10d::AllgatherOptions& /*opts*/) {
   checkRankPieces(input_buffer, output_buffer, size_, "_allgather_base", "output");
@@ -305,7 +305,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::_allgather_base(
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::reduce_scatter(
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::reduce_scatter(
     std::vector<at::Tensor>& output_tensors,
     std::vector<std::vector<at::Tensor>>& input_tensors,
     const c10d::ReduceScatterOptions& opts) {
@@ -332,7 +332,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::reduce_scatter(
       });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::_reduce_scatter_base(
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::_reduce_scatter_base(
     at::Tensor& output_tensor, at::Tensor& input_tensor,
     const c10d::ReduceScatterOptions& opts) {
   checkRankPieces(input_tensor, output_tensor, size_, "_reduce_scatter_base", "input");
@@ -348,7 +348,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::_reduce_scatter_base(
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::gather(
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::gather(
     std::vector<std::vector<at::Tensor>>& output_tensors,
     std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
   const at::Tensor& input = onlyTensor(input_tensors, "gather", "input");
@@ -371,7 +371,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::gather(
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::scatter(
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::scatter(
     std::vector<at::Tensor>& output_tensors,
     std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ScatterOptions& opts) {
   const at::Tensor& output = onlyTensor(output_tensors, "scatter", "output");
@@ -426,7 +426,7 @@ int64_t totalBytes(const std::vector<at::Tensor>& bytes) {
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::alltoall_base(
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::alltoall_base(
     at::Tensor& output_buffer, at::Tensor& input_buffer,
     std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes,
     const c10d::AllToAllOptions& /*opts*/) {
@@ -449,7 +449,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::alltoall_base(
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::alltoall(
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::alltoall(
     std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors,
     const c10d::AllToAllOptions& /*opts*/) {
   AlltoallViews views = alltoallViews(input_tensors, output_tensors, size_);
@@ -480,7 +480,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::alltoall(
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::pointToPoint(
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::pointToPoint(
     c10d::OpType type, const char* name, std::vector<at::Tensor>& tensors, int peer, int tag) {
   const at::Tensor& tensor = pointToPointTensor(tensors, peer, rank_, size_, name);
   const at::Tensor view = hostView(tensor);
@@ -503,23 +503,23 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::pointToPoint(
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::send(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::send(std::vector<at::Tensor>& tensors,
                                                       int dst_rank, int tag) {
   return pointToPoint(c10d::OpType::SEND, "send", tensors, dst_rank, tag);
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::recv(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::recv(std::vector<at::Tensor>& tensors,
                                                       int src_rank, int tag) {
   return pointToPoint(c10d::OpType::RECV, "recv", tensors, src_rank, tag);
 }
 
-void MycclGlooBackend::startCoalescing() {
+void GlooTransportBackend::startCoalescing() {
   CommStreamBackend::startCoalescing();
   batch_ = std::make_shared<std::vector<c10::intrusive_ptr<c10d::Work>>>();
   batch_launched_ = 0;
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::endCoalescing() {
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::endCoalescing() {
   const auto batch = std::exchange(batch_, nullptr);
   if (batch && batch_launched_ > 0) {
     // Launched while still coalescing, so the batch's Work ends with it.
@@ -533,7 +533,7 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::endCoalescing() {
   return CommStreamBackend::endCoalescing();
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::barrier(const c10d::BarrierOptions& opts) {
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::barrier(const c10d::BarrierOptions& opts) {
   return launchGloo(c10d::OpType::BARRIER, "barrier", defaultDevice(opts.device), {}, {},
                     [](c10d::Backend& gloo, Millis timeout) {
                       c10d::BarrierOptions o;

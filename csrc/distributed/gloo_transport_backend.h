@@ -29,11 +29,11 @@
 
 namespace mydev::distributed {
 
-class MycclGlooBackend : public CommStreamBackend {
+class GlooTransportBackend : public CommStreamBackend {
  public:
   // `gloo`: a gloo c10d backend of the same ranks, on a store of its own.
-  MycclGlooBackend(c10::intrusive_ptr<c10d::Backend> gloo, std::chrono::milliseconds timeout);
-  ~MycclGlooBackend() override;
+  GlooTransportBackend(c10::intrusive_ptr<c10d::Backend> gloo, std::chrono::milliseconds timeout);
+  ~GlooTransportBackend() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(
       std::vector<at::Tensor>& tensors,

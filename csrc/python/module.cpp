@@ -17,7 +17,7 @@
 #include "../core/runtime_check.h"
 #include "../custom_ops/custom_ops.h"
 #include "../distributed/gloo_transport_backend.h"
-#include "../distributed/myccl_backend.h"
+#include "../distributed/shm_transport_backend.h"
 #include "compiled_kernel_abi.h"
 #include "triton_launch_bindings.h"
 
@@ -240,20 +240,20 @@ PYBIND11_MODULE(_C, m) {
   // The myccl c10d backend (device_ext/distributed.py registers it). The
   // base class is the one torch binds in torch._C._distributed_c10d.
   py::module::import("torch._C._distributed_c10d");
-  py::class_<distributed::MycclBackend, c10d::Backend,
-             c10::intrusive_ptr<distributed::MycclBackend>>(m, "MycclBackend")
+  py::class_<distributed::ShmTransportBackend, c10d::Backend,
+             c10::intrusive_ptr<distributed::ShmTransportBackend>>(m, "ShmTransportBackend")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout) {
-             return c10::make_intrusive<distributed::MycclBackend>(store, rank, size,
+             return c10::make_intrusive<distributed::ShmTransportBackend>(store, rank, size,
                                                                    timeout);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>())
-      .def("algorithm_counts", &distributed::MycclBackend::algorithmCounts)
+      .def("algorithm_counts", &distributed::ShmTransportBackend::algorithmCounts)
       // split_group() deep-copies the parent backend's `options`; None keeps
       // the parent's timeout.
       .def_property_readonly("options",
-                             [](const distributed::MycclBackend&) { return py::none(); });
+                             [](const distributed::ShmTransportBackend&) { return py::none(); });
   m.def("_myccl_python_is_exiting", &distributed::CommStreamBackend::pythonIsExiting);
   // The driver's peer-memory calls, for tests of them across processes: a
   // handle's bytes, and opening one to a raw address (read it only once the
@@ -277,13 +277,13 @@ PYBIND11_MODULE(_C, m) {
   });
   // myccl over gloo's TCP transport (device_ext/_myccl_transport.py picks
   // it); `gloo` is a torch.distributed.ProcessGroupGloo of the same ranks.
-  py::class_<distributed::MycclGlooBackend, c10d::Backend,
-             c10::intrusive_ptr<distributed::MycclGlooBackend>>(m, "MycclGlooBackend")
+  py::class_<distributed::GlooTransportBackend, c10d::Backend,
+             c10::intrusive_ptr<distributed::GlooTransportBackend>>(m, "GlooTransportBackend")
       .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& gloo,
                        std::chrono::milliseconds timeout) {
-             return c10::make_intrusive<distributed::MycclGlooBackend>(gloo, timeout);
+             return c10::make_intrusive<distributed::GlooTransportBackend>(gloo, timeout);
            }),
            py::arg("gloo"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("options",
-                             [](const distributed::MycclGlooBackend&) { return py::none(); });
+                             [](const distributed::GlooTransportBackend&) { return py::none(); });
 }

@@ -1,4 +1,4 @@
-#include "myccl_backend.h"
+#include "shm_transport_backend.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -89,34 +89,34 @@ std::optional<Algorithm> forcedAlgorithm() {
 
 }  // namespace
 
-// ---------------------------------------------------------------- MycclBackend
+// ---------------------------------------------------------------- ShmTransportBackend
 
-MycclBackend::MycclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+ShmTransportBackend::ShmTransportBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                            int size, std::chrono::milliseconds timeout)
     : CommStreamBackend(rank, size, timeout),
       transport_(std::make_unique<ShmTransport>(store, rank, size, timeout)),
       forced_(forcedAlgorithm()),
       peers_(size) {}
 
-MycclBackend::~MycclBackend() { drain(); }
+ShmTransportBackend::~ShmTransportBackend() { drain(); }
 
-c10::intrusive_ptr<c10d::Backend> MycclBackend::createSubgroup(
+c10::intrusive_ptr<c10d::Backend> ShmTransportBackend::createSubgroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout) {
-  return c10::make_intrusive<MycclBackend>(store, rank, size, timeout);
+  return c10::make_intrusive<ShmTransportBackend>(store, rank, size, timeout);
 }
 
-void MycclBackend::abortPeers() { transport_->abort(); }
+void ShmTransportBackend::abortPeers() { transport_->abort(); }
 
-void MycclBackend::onTimeoutChanged(std::chrono::milliseconds timeout) {
+void ShmTransportBackend::onTimeoutChanged(std::chrono::milliseconds timeout) {
   transport_->setTimeout(timeout);
 }
 
-std::map<std::string, uint64_t> MycclBackend::algorithmCounts() const {
+std::map<std::string, uint64_t> ShmTransportBackend::algorithmCounts() const {
   return {{"direct", direct_runs_.load()}, {"staged", staged_runs_.load()}};
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::launchCollective(
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::launchCollective(
     c10d::OpType type, const char* name, c10::Device device,
     const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
     std::function<void(uint64_t)> body) {
@@ -128,7 +128,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::launchCollective(
                 [body = std::move(body), collective] { body(collective); });
 }
 
-void MycclBackend::chooseAlgorithm(Descriptor& mine, size_t bytes, size_t direct_from_bytes,
+void ShmTransportBackend::chooseAlgorithm(Descriptor& mine, size_t bytes, size_t direct_from_bytes,
                                    const void* buffer) const {
   Algorithm algorithm = Algorithm::kStaged;
   if (peer_access_ != PeerAccess::kNo && bytes > 0) {
@@ -141,7 +141,7 @@ void MycclBackend::chooseAlgorithm(Descriptor& mine, size_t bytes, size_t direct
   }
 }
 
-void MycclBackend::runSteps(const Descriptor& mine, const char* name,
+void ShmTransportBackend::runSteps(const Descriptor& mine, const char* name,
                             c10::function_ref<void(CollectiveSteps&)> direct,
                             c10::function_ref<void(CollectiveSteps&)> staged) {
   CollectiveSteps steps(*transport_, mine.collective, name, mine);
@@ -160,11 +160,11 @@ void MycclBackend::runSteps(const Descriptor& mine, const char* name,
   steps.finish(/*wait_for_peers=*/false);
 }
 
-void MycclBackend::count(Algorithm algorithm) {
+void ShmTransportBackend::count(Algorithm algorithm) {
   (algorithm == Algorithm::kDirect ? direct_runs_ : staged_runs_).fetch_add(1);
 }
 
-bool MycclBackend::peersReachable(CollectiveSteps& steps) {
+bool ShmTransportBackend::peersReachable(CollectiveSteps& steps) {
   if (peer_access_ == PeerAccess::kUnknown) {
     // Each rank tries to map every peer's published buffer (which keeps the
     // mapping for later collectives), then all learn what every rank found:
@@ -200,7 +200,7 @@ bool MycclBackend::peersReachable(CollectiveSteps& steps) {
   return peer_access_ == PeerAccess::kYes;
 }
 
-std::vector<char*> MycclBackend::openPeers(CollectiveSteps& steps,
+std::vector<char*> ShmTransportBackend::openPeers(CollectiveSteps& steps,
                                            PeerBuffer Descriptor::*which, char* own) {
   const int rank = transport_->rank();
   std::vector<char*> pointers(static_cast<size_t>(transport_->size()));
@@ -213,7 +213,7 @@ std::vector<char*> MycclBackend::openPeers(CollectiveSteps& steps,
 
 // ------------------------------------------------------------------ allreduce
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::AllreduceOptions& opts) {
   const at::Tensor& tensor = onlyTensor(tensors, "allreduce");
   checkReduceOp(opts.reduceOp, tensor.scalar_type(), "allreduce");
@@ -280,7 +280,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(std::vector<at::Tensor>& 
 
 // ------------------------------------------------------------------ broadcast
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::broadcast(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                        const c10d::BroadcastOptions& opts) {
   const at::Tensor& tensor = onlyTensor(tensors, "broadcast");
   const int root = checkRoot(opts.rootRank, size_, "broadcast");
@@ -328,7 +328,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::broadcast(std::vector<at::Tensor>& 
 
 // ------------------------------------------------------------------ allgather
 
-void MycclBackend::allgatherBody(uint64_t collective, const char* name,
+void ShmTransportBackend::allgatherBody(uint64_t collective, const char* name,
                                  const at::Tensor& input,
                                  const std::vector<at::Tensor>& outputs) {
   ShmTransport& transport = *transport_;
@@ -370,7 +370,7 @@ void MycclBackend::allgatherBody(uint64_t collective, const char* name,
       });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::allgather(
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::allgather(
     std::vector<std::vector<at::Tensor>>& output_tensors,
     std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& /*opts*/) {
   const std::vector<at::Tensor> views =
@@ -384,7 +384,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allgather(
                           });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::_allgather_base(
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::_allgather_base(
     at::Tensor& output_buffer, at::Tensor& input_buffer,
     const c10d::AllgatherOptions& /*opts*/) {
   checkRankPieces(input_buffer, output_buffer, size_, "_allgather_base", "output");
@@ -403,7 +403,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::_allgather_base(
 
 // ------------------------------------------------------------- reduce_scatter
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::reduce_scatter(
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::reduce_scatter(
     std::vector<at::Tensor>& output_tensors,
     std::vector<std::vector<at::Tensor>>& input_tensors,
     const c10d::ReduceScatterOptions& opts) {
@@ -420,7 +420,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::reduce_scatter(
   return _reduce_scatter_base(out, staged, opts);
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::_reduce_scatter_base(
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::_reduce_scatter_base(
     at::Tensor& output_tensor, at::Tensor& input_tensor,
     const c10d::ReduceScatterOptions& opts) {
   checkRankPieces(input_tensor, output_tensor, size_, "_reduce_scatter_base", "input");
@@ -480,7 +480,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::_reduce_scatter_base(
 
 // --------------------------------------------------------------------- reduce
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::reduce(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::reduce(std::vector<at::Tensor>& tensors,
                                                     const c10d::ReduceOptions& opts) {
   const at::Tensor& tensor = onlyTensor(tensors, "reduce");
   checkReduceOp(opts.reduceOp, tensor.scalar_type(), "reduce");
@@ -522,7 +522,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::reduce(std::vector<at::Tensor>& ten
 
 // ------------------------------------------------------------ gather, scatter
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::gather(
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::gather(
     std::vector<std::vector<at::Tensor>>& output_tensors,
     std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
   const at::Tensor& input = onlyTensor(input_tensors, "gather", "input");
@@ -561,7 +561,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::gather(
       });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::scatter(
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::scatter(
     std::vector<at::Tensor>& output_tensors,
     std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ScatterOptions& opts) {
   const at::Tensor& output = onlyTensor(output_tensors, "scatter", "output");
@@ -602,7 +602,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::scatter(
 
 // ----------------------------------------------------------------- all_to_all
 
-void MycclBackend::alltoallBody(uint64_t collective, const char* name, int32_t dtype,
+void ShmTransportBackend::alltoallBody(uint64_t collective, const char* name, int32_t dtype,
                                 const std::vector<at::Tensor>& inputs,
                                 const std::vector<at::Tensor>& outputs) {
   ShmTransport& transport = *transport_;
@@ -704,7 +704,7 @@ std::vector<at::Tensor> splitViews(const at::Tensor& t, const std::vector<int64_
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall_base(
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::alltoall_base(
     at::Tensor& output_buffer, at::Tensor& input_buffer,
     std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes,
     const c10d::AllToAllOptions& /*opts*/) {
@@ -720,7 +720,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall_base(
                           });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall(std::vector<at::Tensor>& output_tensors,
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::alltoall(std::vector<at::Tensor>& output_tensors,
                                                       std::vector<at::Tensor>& input_tensors,
                                                       const c10d::AllToAllOptions& /*opts*/) {
   AlltoallViews views = alltoallViews(input_tensors, output_tensors, size_);
@@ -735,7 +735,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall(std::vector<at::Tensor>& o
 
 // -------------------------------------------------------------------- barrier
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::barrier(const c10d::BarrierOptions& opts) {
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::barrier(const c10d::BarrierOptions& opts) {
   return launchCollective(c10d::OpType::BARRIER, "barrier", defaultDevice(opts.device), {}, {},
                           [this](uint64_t collective) {
                             const Descriptor mine = describe(
@@ -748,7 +748,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::barrier(const c10d::BarrierOptions&
 
 // ------------------------------------------------------------- point to point
 
-void MycclBackend::runP2P(const std::vector<P2PRequest>& requests, const char* name) {
+void ShmTransportBackend::runP2P(const std::vector<P2PRequest>& requests, const char* name) {
   ShmTransport& transport = *transport_;
   const int rank = transport.rank();
   std::vector<P2POperation> operations;
@@ -798,7 +798,7 @@ void MycclBackend::runP2P(const std::vector<P2PRequest>& requests, const char* n
       });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::pointToPoint(bool is_send,
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::pointToPoint(bool is_send,
                                                           std::vector<at::Tensor>& tensors,
                                                           int peer, int tag) {
   const char* name = is_send ? "send" : "recv";
@@ -815,22 +815,22 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::pointToPoint(bool is_send,
                 [this, request, name] { runP2P({request}, name); });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::send(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::send(std::vector<at::Tensor>& tensors,
                                                   int dstRank, int tag) {
   return pointToPoint(true, tensors, dstRank, tag);
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::recv(std::vector<at::Tensor>& tensors,
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::recv(std::vector<at::Tensor>& tensors,
                                                   int srcRank, int tag) {
   return pointToPoint(false, tensors, srcRank, tag);
 }
 
-void MycclBackend::startCoalescing() {
+void ShmTransportBackend::startCoalescing() {
   CommStreamBackend::startCoalescing();
   p2p_batch_.emplace();
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::endCoalescing() {
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::endCoalescing() {
   if (p2p_batch_ && !p2p_batch_->empty()) {
     std::vector<P2PRequest> batch = std::move(*p2p_batch_);
     // Launched while the base still coalesces: its Work is the last one,

@@ -1,4 +1,4 @@
-// The generic device-kernel path (see device_kernel_fallback.cpp), callable
+// The generic device-kernel path (see device_kernel_path.cpp), callable
 // directly by explicit kernels that route an op to it: ops whose composite
 // kernel is not device-generic, or that PyTorch sends to an
 // "overrideable" hook for non-CPU/CUDA devices.

@@ -18,7 +18,7 @@
 
 #include "../core/caching_allocator.h"
 #include "cpu_fallback_policy.h"
-#include "device_kernel_fallback.h"
+#include "device_kernel_path.h"
 #include "device_randomness.h"
 #include "host_view.h"
 #include "ivalue_tensors.h"
@@ -402,6 +402,8 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   }
 }
 
+// Registered through the dispatcher's boxed-fallback slot, which is how one
+// kernel serves every operator; for mydev it is the main path, not a fallback.
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
 }

@@ -3,7 +3,7 @@
 // CommStreamBackend describes.
 //
 // Two algorithms, chosen per collective by message size (see the
-// thresholds in myccl_backend.cpp): small messages are staged through the
+// thresholds in shm_transport_backend.cpp): small messages are staged through the
 // shared segment's slots (one synchronization per 4 MiB chunk, lowest
 // latency); large ones read the peers' device buffers directly through the
 // driver's peer-memory handles (peer_memory.h), without a staging copy.
@@ -29,11 +29,11 @@
 
 namespace mydev::distributed {
 
-class MycclBackend : public CommStreamBackend {
+class ShmTransportBackend : public CommStreamBackend {
  public:
-  MycclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+  ShmTransportBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                std::chrono::milliseconds timeout);
-  ~MycclBackend() override;
+  ~ShmTransportBackend() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(
       std::vector<at::Tensor>& tensors,
