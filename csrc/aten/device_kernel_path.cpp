@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "../core/caching_allocator.h"
+#include "../core/device.h"
 #include "cpu_fallback_policy.h"
 #include "device_kernel_path.h"
 #include "device_randomness.h"

@@ -12,6 +12,7 @@
 #include <set>
 #include <vector>
 
+#include "device.h"
 #include "mydev_event.h"
 #include "mydev_stream.h"
 #include "runtime_check.h"

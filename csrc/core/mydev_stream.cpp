@@ -4,6 +4,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "device.h"
 #include "runtime_check.h"
 
 namespace mydev {
@@ -50,30 +51,6 @@ c10::DeviceIndex resolveDevice(c10::DeviceIndex device) {
 }
 
 }  // namespace
-
-c10::DeviceIndex currentDevice() {
-  int device = 0;
-  MYDEV_CHECK(mydevGetDevice(&device));
-  return static_cast<c10::DeviceIndex>(device);
-}
-
-c10::DeviceIndex deviceCount() noexcept {
-  int count = 0;
-  // Must not throw (c10 contract): a broken configuration means no devices.
-  if (mydevGetDeviceCount(&count) != mydevSuccess) {
-    return 0;
-  }
-  return static_cast<c10::DeviceIndex>(count);
-}
-
-void checkDeviceIndex(c10::DeviceIndex device) {
-  int count = 0;
-  MYDEV_CHECK(mydevGetDeviceCount(&count));
-  TORCH_CHECK(device >= 0 && device < count,
-              "Invalid device index mydev:", static_cast<int>(device),
-              ": there are ", count,
-              " mydev devices (set MYDEV_DEVICE_COUNT to change that)");
-}
 
 MydevStream::MydevStream(c10::Stream stream) : stream_(stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,

@@ -12,6 +12,7 @@
 #include "../aten/cpu_fallback_policy.h"
 #include "../aten/debug_kernels.h"
 #include "../core/caching_allocator.h"
+#include "../core/device.h"
 #include "../core/generator.h"
 #include "../core/mydev_stream.h"
 #include "../core/runtime_check.h"
