@@ -7,7 +7,7 @@
   plain @triton.jit calls) under torch.compile with fullgraph=True, with
   either kernel language, and the triton_op called eagerly.
 - The FX graph cache keeps the two kernel languages apart.
-- The model suite (inductor_backend/model_suite.py) at size "tiny" with
+- The model suite (benchmarks/model_suite.py) at size "tiny" with
   kernel_language="triton": inference and a training step against eager CPU.
 - Bad input: Triton missing, cpp_wrapper with Triton, a CPU tensor for a
   user kernel (an unknown language: tests/test_compile.py).
@@ -36,7 +36,7 @@ from torch._inductor.utils import run_and_get_code  # noqa: E402
 
 import inductor_backend.config as mydev_config  # noqa: E402
 from inductor_backend.kernel_languages import triton_unavailable_reason  # noqa: E402
-from inductor_backend.model_suite import CASES, loss_fn  # noqa: E402
+from model_suite import CASES, loss_fn  # noqa: E402  (benchmarks/, see pyproject.toml)
 from mydev_testing import (  # noqa: E402
     SLEEP_MS, assert_close_to_cpu, assert_device_still_usable, compile_with_fx_cache, needs_two_devices,
     run_python,
