@@ -76,8 +76,13 @@ setup(
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
     entry_points={
         # Called at the end of `import torch` (TORCH_DEVICE_BACKEND_AUTOLOAD=0
-        # turns it off).
-        "torch.backends": ["device_ext = device_ext:_autoload"],
+        # turns it off). The device, then torch.compile for it: each package
+        # loads itself, and inductor_backend depends on device_ext, never the
+        # reverse.
+        "torch.backends": [
+            "device_ext = device_ext:_autoload",
+            "inductor_backend = inductor_backend:_autoload",
+        ],
         # Triton imports <value>.compiler and <value>.driver (the mydev
         # Triton backend; only when triton is installed and imported).
         "triton.backends": ["mydev = device_ext.triton_backend"],

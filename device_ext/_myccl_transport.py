@@ -72,22 +72,3 @@ def create_backend(dist_backend_opts: Any, backend_options: Any = None) -> Any:
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("myccl_gloo/", store), rank, size, timeout)
     return _C.GlooTransportBackend(gloo, timeout)
 
-
-def fill_gloo_global_ranks(pg: Any, global_ranks_in_group: Any, group_size: int) -> None:
-    """Gives ``pg``'s gloo backends the global ranks that ``init_process_group``
-    leaves empty for the default group.
-
-    ``ProcessGroupGloo.split()`` looks ranks up in them, and takes "empty" to
-    mean all ranks only in the first gloo backend the process created. With
-    the gloo transport, myccl's own gloo backend comes first (``"mydev:myccl,
-    cpu:gloo"`` creates mydev's backend first), so splitting the CPU one (a 2-D
-    DeviceMesh) would read past an empty list and crash.
-    """
-    from torch.distributed import ProcessGroupGloo
-
-    if global_ranks_in_group or not hasattr(pg, "_device_types"):
-        return
-    for device in pg._device_types:
-        backend = pg._get_backend(device)
-        if isinstance(backend, ProcessGroupGloo) and not backend.options.global_ranks_in_group:
-            backend.options.global_ranks_in_group = list(range(group_size))

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import device_ext  # noqa: F401  (registers mydev even with autoload off)
+import inductor_backend  # noqa: F401  (and torch.compile for it: its own entry point)
 
 N_DEVICES = torch.mydev.device_count()
 needs_two_devices = pytest.mark.skipif(N_DEVICES < 2, reason="needs two mydev devices")

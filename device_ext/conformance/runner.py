@@ -32,6 +32,7 @@ import torch.utils._pytree as pytree
 from torch.testing._internal.opinfo.core import OpInfo, SampleInput
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..device_name import DEVICE_NAME
 from . import policy
 from .classify import Tally, classify_exception, describe_exception, first_line
 from .compare import AliasInfo, alias_signature, describe_alias_difference, describe_difference
@@ -46,7 +47,7 @@ CPU = torch.device("cpu")
 
 @dataclass(frozen=True)
 class RunOptions:
-    device: str = "mydev"
+    device: str = DEVICE_NAME
     # Samples per (op, dtype); None for all (see samples.select_samples).
     max_samples: Optional[int] = None
     # Call forms besides the function itself, which always runs.
