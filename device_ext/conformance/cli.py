@@ -4,25 +4,28 @@ exit status."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import torch
+
+from ..device_name import DEVICE_NAME
+from . import opdb, report_json, report_markdown
+from .environment import device_description, run_description
+from .pool import WorkerPool, WorkerStartupError
+from .progress import Progress
+from .results import TaskResult
+from .runner import VARIANTS, RunOptions, run_op
+from .summary import format_rate, summarize
 
 # The number is about the device's own kernels, so running ops on the CPU
-# instead must be off. Set before any op runs (mydev reads it at its first
-# fallback decision); the workers inherit it.
-os.environ["MYDEV_CPU_FALLBACK"] = "off"
-
-from . import opdb, report_json, report_markdown  # noqa: E402
-from .environment import device_description, run_description  # noqa: E402
-from .pool import WorkerPool, WorkerStartupError  # noqa: E402
-from .progress import Progress  # noqa: E402
-from .results import TaskResult  # noqa: E402
-from .runner import VARIANTS, RunOptions, run_op  # noqa: E402
-from .summary import format_rate, summarize  # noqa: E402
+# instead is off during a run: in this process (--jobs 0) and in the workers.
+CPU_FALLBACK_POLICY = "off"
 
 EXIT_BELOW_MIN_PASS_RATE = 1
 EXIT_RUN_FAILED = 3
@@ -66,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--variants", type=_variants, default=list(VARIANTS), metavar="LIST", help="call forms to check: function,inplace,out (default all; the function always runs)")
     parser.add_argument("--inputs", choices=("sample", "reference"), default="sample", help="OpInfo sample inputs (default) or the larger reference inputs")
     parser.add_argument("--extra-ops", action="append", default=[], metavar="MODULE[:ATTR]", help="also check the OpInfos in this module or .py file (attribute op_db by default)")
-    parser.add_argument("--device", default="mydev", help=argparse.SUPPRESS)
+    parser.add_argument("--device", default=DEVICE_NAME, help=argparse.SUPPRESS)
     parser.add_argument("--list", action="store_true", help="list the (op, dtype) pairs that would be checked, and exit")
     parser.add_argument("--no-progress", action="store_true", help="no progress output on stderr")
     return parser
@@ -88,7 +91,8 @@ def _run_tasks(args: argparse.Namespace, selection: opdb.Selection, ops: Dict[st
             for task in selection.tasks:
                 on_result(run_op(ops[task.op], opdb.parse_dtype(task.dtype), options))
         else:
-            pool = WorkerPool(args.jobs, args.timeout_per_op, options, args.extra_ops, dict(os.environ))
+            env = {**os.environ, "MYDEV_CPU_FALLBACK": CPU_FALLBACK_POLICY}
+            pool = WorkerPool(args.jobs, args.timeout_per_op, options, args.extra_ops, env)
             pool.run(selection.tasks, on_result)
             device_info = {**pool.device_info, "extension_build": " + ".join(pool.builds)}
             if len(pool.builds) > 1:
@@ -96,6 +100,17 @@ def _run_tasks(args: argparse.Namespace, selection: opdb.Selection, ops: Dict[st
     finally:
         progress.close()
     return [results[task] for task in selection.tasks], device_info
+
+
+@contextlib.contextmanager
+def _device_kernels_only() -> Iterator[None]:
+    """No CPU fallback in this process while the run lasts."""
+    previous = torch.mydev.cpu_fallback_policy()
+    torch.mydev.set_cpu_fallback_policy(CPU_FALLBACK_POLICY)
+    try:
+        yield
+    finally:
+        torch.mydev.set_cpu_fallback_policy(previous)
 
 
 def _settings(args: argparse.Namespace, argv: Optional[List[str]]) -> Dict[str, Any]:
@@ -144,7 +159,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     options = RunOptions(device=args.device, max_samples=args.max_samples, variants=tuple(args.variants), inputs=args.inputs)
     started = time.monotonic()
     try:
-        results, device_info = _run_tasks(args, selection, ops, options)
+        with _device_kernels_only():
+            results, device_info = _run_tasks(args, selection, ops, options)
     except WorkerStartupError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_RUN_FAILED
@@ -154,7 +170,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.dtypes.strip() == opdb.ALL_DTYPES:
         dtypes.sort()
     summary = summarize(results, dtypes, selection.not_applicable)
-    environment = {**run_description(), "device": device_info}
+    environment = {**run_description(), "cpu_fallback": CPU_FALLBACK_POLICY, "device": device_info}
     report = report_json.build(environment, _settings(args, argv), summary, results, seconds)
     if args.json:
         report_json.write(report, args.json)
