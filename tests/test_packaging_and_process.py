@@ -39,7 +39,11 @@ def run_json(code: str, **env: str) -> Dict[str, Any]:
 
 def test_torch_backends_entry_point_is_declared() -> None:
     entry_points = importlib.metadata.entry_points(group="torch.backends")
-    assert {(ep.name, ep.value) for ep in entry_points} >= {("device_ext", "device_ext:_autoload")}
+    # The device, and torch.compile for it: each package registers itself.
+    assert {(ep.name, ep.value) for ep in entry_points} >= {
+        ("device_ext", "device_ext:_autoload"),
+        ("inductor_backend", "inductor_backend:_autoload"),
+    }
 
 
 def test_import_torch_registers_mydev() -> None:

@@ -106,7 +106,8 @@ def apply(c10d: ModuleType, backend_name: str) -> None:
     """Wraps ``c10d._new_process_group_helper`` (idempotent) for the c10d
     backend ``backend_name`` of mydev tensors."""
     original = c10d._new_process_group_helper
-    if hasattr(original, "__wrapped__"):
+    # (torch's own decorators give the original a __wrapped__ too.)
+    if original.__module__ == __name__:
         return
 
     def _new_process_group_helper(group_size, group_rank, global_ranks_in_group, backend,

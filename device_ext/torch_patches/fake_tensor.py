@@ -45,7 +45,7 @@ def _cpu_stand_in(tensor: torch.Tensor) -> torch.Tensor:
 
 def apply() -> None:
     """Installs the adjustment (idempotent)."""
-    if not hasattr(torch._C._select_conv_backend, "__wrapped__"):
+    if getattr(torch._C._select_conv_backend, "__module__", None) != __name__:
         torch._C._select_conv_backend = _select_conv_backend_like_the_cpu(
             torch._C._select_conv_backend
         )

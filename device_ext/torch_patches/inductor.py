@@ -108,6 +108,12 @@ def _reload_python_of_mydev_triton_kernels(make_launchers: Callable[[Any], None]
     return make_launchers_with_python
 
 
+def _applied(function: Any) -> bool:
+    # Not hasattr(__wrapped__): torch's own decorators (functools.cache,
+    # wraps) give originals one too.
+    return getattr(function, "__module__", None) == __name__
+
+
 def set_device_codegens(codegens: common.DeviceCodegen) -> None:
     """mydev's entry in Inductor's table of device code generators.
     ``register_backend_for_device`` stores one fixed scheduling class per
@@ -120,18 +126,18 @@ def set_device_codegens(codegens: common.DeviceCodegen) -> None:
 def apply(kernel_language: Callable[[], str]) -> None:
     """Installs every adjustment (idempotent). ``kernel_language()``: the
     language mydev kernels are generated in for the current compile."""
-    if not hasattr(scheduler.BaseSchedulerNode.is_cpu, "__wrapped__"):
+    if not _applied(scheduler.BaseSchedulerNode.is_cpu):
         scheduler.BaseSchedulerNode.is_cpu = _treat_mydev_as_cpp_codegen(
             scheduler.BaseSchedulerNode.is_cpu, kernel_language
         )
-    if not hasattr(scheduler.device_need_guard, "__wrapped__"):
+    if not _applied(scheduler.device_need_guard):
         scheduler.device_need_guard = _guard_mydev_devices(scheduler.device_need_guard)
-    if not hasattr(triton_heuristics.CachingAutotuner._make_launchers, "__wrapped__"):
+    if not _applied(triton_heuristics.CachingAutotuner._make_launchers):
         triton_heuristics.CachingAutotuner._make_launchers = _reload_python_of_mydev_triton_kernels(
             triton_heuristics.CachingAutotuner._make_launchers
         )
     utils = importlib.import_module(GET_CURRENT_BACKEND_USERS[0])
-    if not hasattr(utils.get_current_backend, "__wrapped__"):
+    if not _applied(utils.get_current_backend):
         replacement = _report_mydev_kernel_language(utils.get_current_backend, kernel_language)
         for name in GET_CURRENT_BACKEND_USERS:
             setattr(importlib.import_module(name), "get_current_backend", replacement)
