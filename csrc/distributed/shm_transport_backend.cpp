@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../aten/host_view.h"
 #include "collective_checks.h"
 #include "reduction.h"
 
@@ -116,16 +115,11 @@ std::map<std::string, uint64_t> ShmTransportBackend::algorithmCounts() const {
   return {{"direct", direct_runs_.load()}, {"staged", staged_runs_.load()}};
 }
 
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::launchCollective(
-    c10d::OpType type, const char* name, c10::Device device,
-    const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
-    std::function<void(uint64_t)> body) {
-  // Every rank numbers its collectives alike, so nothing that can fail on
-  // one rank only may come between taking the number and launching.
-  checkLaunchable(name, device);
+CommStreamBackend::Kernel ShmTransportBackend::numbered(std::function<void(uint64_t)> body) {
+  // Called right before the launch (see CommStreamBackend's transport
+  // kernels): every rank numbers its collectives alike.
   const uint64_t collective = next_collective_++;
-  return launch(type, name, device, inputs, outputs,
-                [body = std::move(body), collective] { body(collective); });
+  return [body = std::move(body), collective] { body(collective); };
 }
 
 void ShmTransportBackend::chooseAlgorithm(Descriptor& mine, size_t bytes, size_t direct_from_bytes,
@@ -213,14 +207,9 @@ std::vector<char*> ShmTransportBackend::openPeers(CollectiveSteps& steps,
 
 // ------------------------------------------------------------------ allreduce
 
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::allreduce(std::vector<at::Tensor>& tensors,
-                                                       const c10d::AllreduceOptions& opts) {
-  const at::Tensor& tensor = onlyTensor(tensors, "allreduce");
-  checkReduceOp(opts.reduceOp, tensor.scalar_type(), "allreduce");
-  const at::Tensor view = hostView(tensor).view(-1);
-  const auto op = opts.reduceOp.op_;
-  return launchCollective(
-      c10d::OpType::ALLREDUCE, "allreduce", tensor.device(), tensors, tensors,
+CommStreamBackend::Kernel ShmTransportBackend::allreduceKernel(const at::Tensor& view,
+                                                               ReduceOp op) {
+  return numbered(
       [this, view, op](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const int size = transport.size();
@@ -280,13 +269,9 @@ c10::intrusive_ptr<c10d::Work> ShmTransportBackend::allreduce(std::vector<at::Te
 
 // ------------------------------------------------------------------ broadcast
 
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::broadcast(std::vector<at::Tensor>& tensors,
-                                                       const c10d::BroadcastOptions& opts) {
-  const at::Tensor& tensor = onlyTensor(tensors, "broadcast");
-  const int root = checkRoot(opts.rootRank, size_, "broadcast");
-  const at::Tensor view = hostView(tensor).view(-1);
-  return launchCollective(
-      c10d::OpType::BROADCAST, "broadcast", tensor.device(), tensors, tensors,
+CommStreamBackend::Kernel ShmTransportBackend::broadcastKernel(const at::Tensor& view,
+                                                               int root) {
+  return numbered(
       [this, view, root](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const bool is_root = transport.rank() == root;
@@ -370,67 +355,29 @@ void ShmTransportBackend::allgatherBody(uint64_t collective, const char* name,
       });
 }
 
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::allgather(
-    std::vector<std::vector<at::Tensor>>& output_tensors,
-    std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& /*opts*/) {
-  const std::vector<at::Tensor> views =
-      listFormViews(input_tensors, output_tensors, size_, "allgather", "output");
-  const at::Tensor& input = input_tensors[0];
-  const at::Tensor in = hostView(input).view(-1);
-  return launchCollective(c10d::OpType::ALLGATHER, "allgather", input.device(),
-                          input_tensors, output_tensors[0],
-                          [this, in, views](uint64_t collective) {
-                            allgatherBody(collective, "allgather", in, views);
-                          });
+CommStreamBackend::Kernel ShmTransportBackend::allgatherKernel(
+    const char* name, const at::Tensor& in, const std::vector<at::Tensor>& views) {
+  return numbered([this, name, in, views](uint64_t collective) {
+    allgatherBody(collective, name, in, views);
+  });
 }
 
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::_allgather_base(
-    at::Tensor& output_buffer, at::Tensor& input_buffer,
-    const c10d::AllgatherOptions& /*opts*/) {
-  checkRankPieces(input_buffer, output_buffer, size_, "_allgather_base", "output");
-  const at::Tensor flat = hostView(output_buffer).view(-1);
+CommStreamBackend::Kernel ShmTransportBackend::allgatherIntoTensorKernel(const at::Tensor& in,
+                                                                         const at::Tensor& out) {
   std::vector<at::Tensor> views;
   for (int r = 0; r < size_; ++r) {
-    views.push_back(flat.narrow(0, r * input_buffer.numel(), input_buffer.numel()));
+    views.push_back(out.narrow(0, r * in.numel(), in.numel()));
   }
-  const at::Tensor in = hostView(input_buffer).view(-1);
-  return launchCollective(c10d::OpType::_ALLGATHER_BASE, "_allgather_base",
-                          input_buffer.device(), {input_buffer}, {output_buffer},
-                          [this, in, views](uint64_t collective) {
-                            allgatherBody(collective, "_allgather_base", in, views);
-                          });
+  return allgatherKernel("_allgather_base", in, views);
 }
 
 // ------------------------------------------------------------- reduce_scatter
 
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::reduce_scatter(
-    std::vector<at::Tensor>& output_tensors,
-    std::vector<std::vector<at::Tensor>>& input_tensors,
-    const c10d::ReduceScatterOptions& opts) {
-  listFormViews(output_tensors, input_tensors, size_, "reduce_scatter", "input");
-  std::vector<at::Tensor> flat_inputs;
-  for (const at::Tensor& in : input_tensors[0]) {
-    flat_inputs.push_back(in.view(-1));
-  }
-  // One copy on the caller's stream (ordered before the collective by the
-  // event launch() records), then the single-tensor path; recordStream in
-  // launch() keeps the staging buffer until the collective is done.
-  at::Tensor staged = at::cat(flat_inputs);
-  at::Tensor out = output_tensors[0];
-  return _reduce_scatter_base(out, staged, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::_reduce_scatter_base(
-    at::Tensor& output_tensor, at::Tensor& input_tensor,
-    const c10d::ReduceScatterOptions& opts) {
-  checkRankPieces(input_tensor, output_tensor, size_, "_reduce_scatter_base", "input");
-  checkReduceOp(opts.reduceOp, input_tensor.scalar_type(), "_reduce_scatter_base");
-  const at::Tensor in = hostView(input_tensor).view(-1);
-  const at::Tensor out = hostView(output_tensor).view(-1);
-  const auto op = opts.reduceOp.op_;
-  return launchCollective(
-      c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", input_tensor.device(),
-      {input_tensor}, {output_tensor}, [this, in, out, op](uint64_t collective) {
+CommStreamBackend::Kernel ShmTransportBackend::reduceScatterKernel(const at::Tensor& in,
+                                                                   const at::Tensor& out,
+                                                                   ReduceOp op) {
+  return numbered(
+      [this, in, out, op](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const int size = transport.size();
         const int rank = transport.rank();
@@ -480,15 +427,9 @@ c10::intrusive_ptr<c10d::Work> ShmTransportBackend::_reduce_scatter_base(
 
 // --------------------------------------------------------------------- reduce
 
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::reduce(std::vector<at::Tensor>& tensors,
-                                                    const c10d::ReduceOptions& opts) {
-  const at::Tensor& tensor = onlyTensor(tensors, "reduce");
-  checkReduceOp(opts.reduceOp, tensor.scalar_type(), "reduce");
-  const int root = checkRoot(opts.rootRank, size_, "reduce");
-  const at::Tensor view = hostView(tensor).view(-1);
-  const auto op = opts.reduceOp.op_;
-  return launchCollective(
-      c10d::OpType::REDUCE, "reduce", tensor.device(), tensors, tensors,
+CommStreamBackend::Kernel ShmTransportBackend::reduceKernel(const at::Tensor& view, ReduceOp op,
+                                                            int root) {
+  return numbered(
       [this, view, op, root](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const int64_t elem = view.element_size();
@@ -522,17 +463,11 @@ c10::intrusive_ptr<c10d::Work> ShmTransportBackend::reduce(std::vector<at::Tenso
 
 // ------------------------------------------------------------ gather, scatter
 
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::gather(
-    std::vector<std::vector<at::Tensor>>& output_tensors,
-    std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
-  const at::Tensor& input = onlyTensor(input_tensors, "gather", "input");
-  const int root = checkRoot(opts.rootRank, size_, "gather");
-  const RootedList outputs =
-      rootedList(output_tensors, input, rank_ == root, size_, "gather", "output");
-  const at::Tensor in = hostView(input).view(-1);
-  return launchCollective(
-      c10d::OpType::GATHER, "gather", input.device(), input_tensors, outputs.tensors,
-      [this, in, views = outputs.views, root](uint64_t collective) {
+CommStreamBackend::Kernel ShmTransportBackend::gatherKernel(const at::Tensor& in,
+                                                            const std::vector<at::Tensor>& views,
+                                                            int root) {
+  return numbered(
+      [this, in, views, root](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const int64_t elem = in.element_size();
         const int64_t numel = in.numel();
@@ -561,17 +496,10 @@ c10::intrusive_ptr<c10d::Work> ShmTransportBackend::gather(
       });
 }
 
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::scatter(
-    std::vector<at::Tensor>& output_tensors,
-    std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ScatterOptions& opts) {
-  const at::Tensor& output = onlyTensor(output_tensors, "scatter", "output");
-  const int root = checkRoot(opts.rootRank, size_, "scatter");
-  const RootedList inputs =
-      rootedList(input_tensors, output, rank_ == root, size_, "scatter", "input");
-  const at::Tensor out = hostView(output).view(-1);
-  return launchCollective(
-      c10d::OpType::SCATTER, "scatter", output.device(), inputs.tensors, output_tensors,
-      [this, out, views = inputs.views, root](uint64_t collective) {
+CommStreamBackend::Kernel ShmTransportBackend::scatterKernel(const std::vector<at::Tensor>& views,
+                                                             const at::Tensor& out, int root) {
+  return numbered(
+      [this, out, views, root](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const int size = transport.size();
         const int rank = transport.rank();
@@ -689,9 +617,9 @@ void ShmTransportBackend::alltoallBody(uint64_t collective, const char* name, in
 
 namespace {
 
-// Flat host views of the per-rank pieces of `t` (rows of dim 0).
+// Flat views of the per-rank pieces of the host view `t` (rows of dim 0).
 std::vector<at::Tensor> splitViews(const at::Tensor& t, const std::vector<int64_t>& rows) {
-  const at::Tensor flat = hostView(t).view(-1);
+  const at::Tensor flat = t.view(-1);
   const int64_t row_numel = t.size(0) == 0 ? 0 : t.numel() / t.size(0);
   std::vector<at::Tensor> views;
   int64_t offset = 0;
@@ -704,40 +632,24 @@ std::vector<at::Tensor> splitViews(const at::Tensor& t, const std::vector<int64_
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::alltoall_base(
-    at::Tensor& output_buffer, at::Tensor& input_buffer,
-    std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes,
-    const c10d::AllToAllOptions& /*opts*/) {
-  const AlltoallRows rows =
-      alltoallRows(input_buffer, output_buffer, input_split_sizes, output_split_sizes, size_);
-  const std::vector<at::Tensor> inputs = splitViews(input_buffer, rows.input);
-  const std::vector<at::Tensor> outputs = splitViews(output_buffer, rows.output);
-  const auto dtype = static_cast<int32_t>(input_buffer.scalar_type());
-  return launchCollective(c10d::OpType::ALLTOALL_BASE, "all_to_all", input_buffer.device(),
-                          {input_buffer}, {output_buffer},
-                          [this, dtype, inputs, outputs](uint64_t collective) {
-                            alltoallBody(collective, "all_to_all", dtype, inputs, outputs);
-                          });
+CommStreamBackend::Kernel ShmTransportBackend::alltoallBaseKernel(const at::Tensor& in,
+                                                                  const at::Tensor& out,
+                                                                  const AlltoallRows& rows) {
+  return alltoallKernel(splitViews(in, rows.input), splitViews(out, rows.output));
 }
 
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::alltoall(std::vector<at::Tensor>& output_tensors,
-                                                      std::vector<at::Tensor>& input_tensors,
-                                                      const c10d::AllToAllOptions& /*opts*/) {
-  AlltoallViews views = alltoallViews(input_tensors, output_tensors, size_);
-  const auto dtype = static_cast<int32_t>(input_tensors[0].scalar_type());
-  return launchCollective(c10d::OpType::ALLTOALL, "all_to_all", input_tensors[0].device(),
-                          input_tensors, output_tensors,
-                          [this, dtype, views = std::move(views)](uint64_t collective) {
-                            alltoallBody(collective, "all_to_all", dtype, views.inputs,
-                                         views.outputs);
-                          });
+CommStreamBackend::Kernel ShmTransportBackend::alltoallKernel(
+    const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+  const auto dtype = static_cast<int32_t>(inputs[0].scalar_type());
+  return numbered([this, dtype, inputs, outputs](uint64_t collective) {
+    alltoallBody(collective, "all_to_all", dtype, inputs, outputs);
+  });
 }
 
 // -------------------------------------------------------------------- barrier
 
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::barrier(const c10d::BarrierOptions& opts) {
-  return launchCollective(c10d::OpType::BARRIER, "barrier", defaultDevice(opts.device), {}, {},
-                          [this](uint64_t collective) {
+CommStreamBackend::Kernel ShmTransportBackend::barrierKernel() {
+  return numbered([this](uint64_t collective) {
                             const Descriptor mine = describe(
                                 collective, c10d::OpType::BARRIER, at::kByte, 0);
                             CollectiveSteps steps(*transport_, collective, "barrier", mine);
@@ -798,31 +710,16 @@ void ShmTransportBackend::runP2P(const std::vector<P2PRequest>& requests, const 
       });
 }
 
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::pointToPoint(bool is_send,
-                                                          std::vector<at::Tensor>& tensors,
-                                                          int peer, int tag) {
-  const char* name = is_send ? "send" : "recv";
-  const at::Tensor& tensor = pointToPointTensor(tensors, peer, rank_, size_, name);
-  const P2PRequest request{is_send, hostView(tensor).view(-1), peer, tag};
-  const auto type = is_send ? c10d::OpType::SEND : c10d::OpType::RECV;
-  const std::vector<at::Tensor> inputs = is_send ? tensors : std::vector<at::Tensor>{};
-  const std::vector<at::Tensor> outputs = is_send ? std::vector<at::Tensor>{} : tensors;
+CommStreamBackend::Kernel ShmTransportBackend::pointToPointKernel(bool is_send,
+                                                                  const at::Tensor& view,
+                                                                  int peer, int tag) {
+  const P2PRequest request{is_send, view, peer, tag};
   if (p2p_batch_) {
     p2p_batch_->push_back(request);
-    return launch(type, name, tensor.device(), inputs, outputs, [] {});
+    return [] {};
   }
-  return launch(type, name, tensor.device(), inputs, outputs,
-                [this, request, name] { runP2P({request}, name); });
-}
-
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::send(std::vector<at::Tensor>& tensors,
-                                                  int dstRank, int tag) {
-  return pointToPoint(true, tensors, dstRank, tag);
-}
-
-c10::intrusive_ptr<c10d::Work> ShmTransportBackend::recv(std::vector<at::Tensor>& tensors,
-                                                  int srcRank, int tag) {
-  return pointToPoint(false, tensors, srcRank, tag);
+  const char* name = is_send ? "send" : "recv";
+  return [this, request, name] { runP2P({request}, name); };
 }
 
 void ShmTransportBackend::startCoalescing() {
