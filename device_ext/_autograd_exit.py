@@ -16,23 +16,67 @@ engine directly, without the stash. A device thread releases its previous
 graph task before it takes the next one, so when this barrier returns every
 earlier graph task is gone, and the barrier's own task holds no Python
 object. Remove this module when torch no longer stashes per-backward state.
+
+The barrier's tensors have no elements, so it allocates no device memory: it
+works with the device full. The same hook prints a kernel failure that
+happened but that no synchronizing call reported before exit, instead of
+dropping it (without waiting for queued work: exit stays quick).
 """
 
 import atexit
+import os
+import sys
 
 import torch
 
+from . import _C
+
+
+def _autograd_device_threads_started() -> bool:
+    """Whether a backward pass ever started autograd's device threads (named
+    pt_autograd_<device>). Only those can hold a graph task; starting them
+    at exit would drain nothing, and starting threads while CPython
+    finalizes loses its record of an uncaught KeyboardInterrupt (the exit
+    status becomes 1 instead of the SIGINT status)."""
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                if comm.read().startswith("pt_autograd_"):
+                    return True
+        except OSError:  # the thread ended meanwhile
+            continue
+    return False
+
 
 def _drain_device_threads() -> None:
-    if not torch.mydev.is_initialized():
+    if not _autograd_device_threads_started():
         return
     for index in range(torch.mydev.device_count()):
-        leaf = torch.zeros((), device=f"mydev:{index}", requires_grad=True)
+        leaf = torch.empty((0,), device=f"mydev:{index}", requires_grad=True)
         output = leaf * 1
         torch.autograd.Variable._execution_engine.run_backward(
             (output,), (torch.ones_like(output),), False, False, (), True, True
         )
 
 
+def _report_unreported_kernel_errors() -> None:
+    # Only failures that already happened: exit does not wait for queued work.
+    for index in range(torch.mydev.device_count()):
+        message = _C._take_pending_kernel_failure(index)
+        if message is not None:
+            print(
+                f"mydev: a kernel failure on mydev:{index} was not reported by any "
+                f"synchronizing call before exit: {message}",
+                file=sys.stderr,
+            )
+
+
+def _at_exit() -> None:
+    if not torch.mydev.is_initialized():
+        return
+    _report_unreported_kernel_errors()
+    _drain_device_threads()
+
+
 def install() -> None:
-    atexit.register(_drain_device_threads)
+    atexit.register(_at_exit)
