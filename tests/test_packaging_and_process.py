@@ -524,15 +524,13 @@ def test_exit_with_the_device_full_is_clean() -> None:
         w = torch.ones(4, device="mydev", requires_grad=True)
         (w * 2).sum().backward()
         hoard = []
-        try:
-            while True:
-                hoard.append(torch.empty(1 << 20, dtype=torch.uint8, device="mydev"))
-        except torch.OutOfMemoryError:
-            pass
-        try:
-            torch.empty(1, device="mydev")
-        except torch.OutOfMemoryError:
-            print("full", flush=True)
+        for size in (1 << 20, 1 << 12, 1):  # until not even one byte fits
+            try:
+                while True:
+                    hoard.append(torch.empty(size, dtype=torch.uint8, device="mydev"))
+            except torch.OutOfMemoryError:
+                pass
+        print("full", flush=True)
         """,
         {**DEFAULTS, "MYDEV_MEMORY_MB": "16", "MYDEV_DEVICE_COUNT": "1"},
     )
