@@ -24,9 +24,17 @@ check_torch_version()
 
 from . import _C  # noqa: E402  (only after the version check: a mismatched
 # binary would fail with an undefined-symbol trace instead of a clear message)
+# MYDEV_CPU_FALLBACK is read now: a bad value fails the import, not the first
+# operator that would fall back, possibly hours into a run.
+_C._cpu_fallback_policy()
+
 from ._registration import register  # noqa: E402
 
 register()
+
+from .torch_patches import multiprocessing as _multiprocessing_patch  # noqa: E402
+
+_multiprocessing_patch.apply()
 
 from .torch_patches import autograd_exit  # noqa: E402
 

@@ -7,6 +7,7 @@ import importlib.metadata
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -177,10 +178,16 @@ def test_zero_devices() -> None:
     assert seen["cpu"] == 2.0
 
 
+MEMORY_MB_ACCEPTED = "expected an integer number of MiB from 2 (the smallest memory that holds one allocation)"
 INVALID_SETTINGS = [
     ("MYDEV_DEVICE_COUNT", "abc", "MYDEV_DEVICE_COUNT='abc' is invalid: expected an integer from 0 to 64"),
+    ("MYDEV_DEVICE_COUNT", "-1", "MYDEV_DEVICE_COUNT='-1' is invalid: expected an integer from 0 to 64"),
     ("MYDEV_DEVICE_COUNT", "65", "MYDEV_DEVICE_COUNT='65' is invalid: expected an integer from 0 to 64"),
-    ("MYDEV_MEMORY_MB", "0", "MYDEV_MEMORY_MB='0' is invalid: expected an integer number of MiB"),
+    ("MYDEV_DEVICE_COUNT", "1000", "MYDEV_DEVICE_COUNT='1000' is invalid: expected an integer from 0 to 64"),
+    ("MYDEV_MEMORY_MB", "abc", f"MYDEV_MEMORY_MB='abc' is invalid: {MEMORY_MB_ACCEPTED}"),
+    ("MYDEV_MEMORY_MB", "-5", f"MYDEV_MEMORY_MB='-5' is invalid: {MEMORY_MB_ACCEPTED}"),
+    ("MYDEV_MEMORY_MB", "0", f"MYDEV_MEMORY_MB='0' is invalid: {MEMORY_MB_ACCEPTED}"),
+    ("MYDEV_MEMORY_MB", "1", f"MYDEV_MEMORY_MB='1' is invalid: {MEMORY_MB_ACCEPTED}"),
     ("MYDEV_LAUNCH_BLOCKING", "yes", "MYDEV_LAUNCH_BLOCKING='yes' is invalid: expected 0 or 1"),
 ]
 
@@ -211,6 +218,70 @@ def test_invalid_environment_variable(variable: str, value: str, expected: str) 
     for error in seen["errors"]:
         assert error is not None and expected in error
     assert seen["cpu"] == 2.0
+
+
+@pytest.mark.parametrize("variable,value,expected", INVALID_SETTINGS, ids=[f"{v}={x}" for v, x, _ in INVALID_SETTINGS])
+def test_invalid_environment_variable_warns_once(variable: str, value: str, expected: str) -> None:
+    # `"mydev" if torch.mydev.is_available() else "cpu"` must not fall back to
+    # the CPU silently: one warning (a Python warning, or printed on stderr if
+    # C++ asked first), however often availability is asked.
+    result = run_python(
+        """
+        import json, warnings, torch
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            seen = {"available": [torch.mydev.is_available() for _ in range(3)],
+                    "accelerator": torch.accelerator.device_count()}
+        seen["warnings"] = [str(w.message) for w in caught]
+        print(json.dumps(seen))
+        """,
+        {**DEFAULTS, variable: value},
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["available"] == [False] * 3 and seen["accelerator"] == 0
+    said = seen["warnings"] + [result.stderr]
+    assert sum(text.count(expected) for text in said) == 1, said
+    assert any("mydev is unavailable" in text for text in said)
+
+
+def test_init_raises_the_configuration_error() -> None:
+    seen = run_json(
+        """
+        import json, torch
+        seen = {"before": torch.mydev.is_initialized()}
+        try:
+            torch.mydev.init()
+        except RuntimeError as err:
+            seen["error"] = str(err)
+        print(json.dumps(seen))
+        """,
+        MYDEV_DEVICE_COUNT="abc",
+    )
+    assert seen["before"] is False
+    assert "MYDEV_DEVICE_COUNT='abc' is invalid: expected an integer from 0 to 64" in seen["error"]
+
+
+def test_init_initializes_like_torch_cuda_init() -> None:
+    seen = run_json(
+        """
+        import json, torch
+        seen = {"before": torch.mydev.is_initialized()}
+        torch.mydev.init()
+        seen["after"] = torch.mydev.is_initialized()
+        torch.mydev.init()  # again: a no-op
+        print(json.dumps(seen))
+        """
+    )
+    assert seen == {"before": False, "after": True}
+
+
+def test_invalid_cpu_fallback_policy_fails_the_import() -> None:
+    # Refused when torch loads mydev, not hours later at the first fallback.
+    result = run_python("import torch\nprint('imported')\n", {**DEFAULTS, "MYDEV_CPU_FALLBACK": "maybe"})
+    assert result.returncode != 0
+    assert "imported" not in result.stdout
+    assert "MYDEV_CPU_FALLBACK='maybe' is invalid: expected off, warn or on" in result.stderr
 
 
 def test_memory_capacity_from_environment() -> None:
@@ -427,6 +498,68 @@ def test_exit_with_queued_kernels_is_quick_and_clean() -> None:
     assert result.stdout == "queued\n"
     assert result.stderr == ""
     assert elapsed < 20, f"exit took {elapsed:.1f} s: it waited for queued kernels"
+
+
+def test_uncaught_ctrl_c_exits_with_the_sigint_status() -> None:
+    # Python reports an uncaught KeyboardInterrupt by dying of SIGINT; the exit
+    # hook must not turn that into exit code 1.
+    result = run_python(
+        """
+        import signal, torch
+        w = torch.ones(4, device="mydev", requires_grad=True)
+        (w * 2).sum().backward()
+        print("used", flush=True)
+        signal.raise_signal(signal.SIGINT)
+        print("not reached")
+        """,
+        DEFAULTS,
+    )
+    assert result.returncode == -signal.SIGINT, (result.returncode, result.stderr)
+    assert result.stdout == "used\n"
+    assert "KeyboardInterrupt" in result.stderr
+    assert "Exception ignored" not in result.stderr
+
+
+def test_exit_with_the_device_full_is_clean() -> None:
+    # The exit hook allocates no device memory: with none left it still runs.
+    result = run_python(
+        """
+        import torch
+        w = torch.ones(4, device="mydev", requires_grad=True)
+        (w * 2).sum().backward()
+        hoard = []
+        for size in (1 << 20, 1 << 12, 1):  # until not even one byte fits
+            try:
+                while True:
+                    hoard.append(torch.empty(size, dtype=torch.uint8, device="mydev"))
+            except torch.OutOfMemoryError:
+                pass
+        print("full", flush=True)
+        """,
+        {**DEFAULTS, "MYDEV_MEMORY_MB": "16", "MYDEV_DEVICE_COUNT": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "full\n"
+    assert result.stderr == ""
+
+
+def test_kernel_failure_unreported_at_exit_is_printed() -> None:
+    result = run_python(
+        """
+        import time, torch, device_ext
+        device_ext._C._fail_on_stream("failed-before-exit")
+        done = torch.mydev.Event()
+        done.record()
+        while not done.query():  # the failure has happened; nothing reported it
+            time.sleep(0.01)
+        print("exiting", flush=True)
+        """,
+        DEFAULTS,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "exiting\n"
+    assert ("mydev: a kernel failure on mydev:0 was not reported by any synchronizing call "
+            "before exit: kernel '_fail' failed on mydev:0: failed-before-exit") in result.stderr
 
 
 def test_demo() -> None:

@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from mydev_testing import HOST_RETURN_S, N_DEVICES, SLEEP_MS, needs_two_devices
+from mydev_testing import HOST_RETURN_S, N_DEVICES, SLEEP_MS, needs_two_devices, run_python
 
 import device_ext
 
@@ -611,3 +611,79 @@ def test_synchronize_bad_device(bad, error, match):
         torch.mydev.synchronize(bad)
     torch.mydev.synchronize()
     assert (torch.arange(3.0, device="mydev") + 2).cpu().tolist() == [2.0, 3.0, 4.0]
+
+
+# --- messages that say what happened ----------------------------------------------------------
+
+
+def test_several_kernel_failures_raise_the_first_and_count_the_others():
+    for message in ("first-failure", "second-failure", "third-failure"):
+        device_ext._C._fail_on_stream(message)
+    failed = torch.mydev.Event()
+    failed.record()
+    _wait_until(failed.query)
+    with pytest.raises(RuntimeError) as info:
+        torch.mydev.synchronize()
+    text = str(info.value)
+    assert "kernel '_fail' failed on mydev:0: first-failure" in text
+    assert "(and 2 more kernel failures on mydev:0 after it, before this report)" in text
+    assert "second-failure" not in text
+    torch.mydev.synchronize()  # all of them were reported at once
+    assert (torch.arange(3.0, device="mydev") + 1).cpu().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_kernel_error_message_under_launch_blocking_is_not_asynchronous():
+    probe = """
+        import torch
+        x = torch.arange(3.0, device="mydev")
+        index = torch.tensor([7], device="mydev")
+        try:
+            x.index_select(0, index)
+            torch.mydev.synchronize()
+        except IndexError as err:
+            print("ERROR", str(err).replace("\\n", " "))
+    """
+    blocking = run_python(probe, {"MYDEV_LAUNCH_BLOCKING": "1"})
+    default = run_python(probe, {"MYDEV_LAUNCH_BLOCKING": "0"})
+    assert blocking.returncode == 0 and default.returncode == 0, blocking.stderr + default.stderr
+    assert "index out of range" in blocking.stdout and "index out of range" in default.stdout
+    assert "asynchronously" not in blocking.stdout
+    assert "reported at its launch (MYDEV_LAUNCH_BLOCKING=1)" in blocking.stdout
+    assert "raised asynchronously by a mydev kernel" in default.stdout
+
+
+def test_set_stream_of_another_device_type_says_so():
+    with pytest.raises(ValueError, match="set_stream expects a mydev stream, got a stream on cpu"):
+        torch.mydev.set_stream(torch.Stream("cpu"))
+    with pytest.raises(TypeError, match="set_stream expects a torch.Stream, got str"):
+        torch.mydev.set_stream("mydev")
+    assert torch.mydev.current_stream().stream_id == 0
+
+
+def test_wait_stream_of_none_says_so():
+    stream = torch.mydev.Stream()
+    with pytest.raises(TypeError, match="wait_stream expects a torch.Stream, got NoneType"):
+        stream.wait_stream(None)
+    with pytest.raises(ValueError, match="wait_stream expects a mydev stream, got a stream on cpu"):
+        stream.wait_stream(torch.Stream("cpu"))
+    stream.wait_stream(torch.mydev.current_stream())  # still usable
+    stream.synchronize()
+
+
+@needs_two_devices
+def test_elapsed_time_between_devices_is_an_error():
+    events = []
+    for index in (0, 1):
+        with torch.mydev.device(index):
+            event = torch.mydev.Event(enable_timing=True)
+            event.record()
+            events.append(event)
+    torch.mydev.synchronize(0)
+    torch.mydev.synchronize(1)
+    with pytest.raises(RuntimeError, match=r"elapsed_time: the events are on different devices \(mydev:0 and mydev:1\)"):
+        events[0].elapsed_time(events[1])
+    with torch.mydev.device(0):
+        end = torch.mydev.Event(enable_timing=True)
+        end.record()
+    end.synchronize()
+    assert events[0].elapsed_time(end) >= 0.0

@@ -15,8 +15,12 @@ c10::DeviceIndex currentDevice() {
 
 c10::DeviceIndex deviceCount() noexcept {
   int count = 0;
-  // Must not throw (c10 contract): a broken configuration means no devices.
+  // Must not throw (c10 contract): a broken configuration means no devices,
+  // said once, as cuda warns when its driver is unusable; code choosing
+  // "mydev if available else cpu" must not fall back to the CPU silently.
   if (mydevGetDeviceCount(&count) != mydevSuccess) {
+    TORCH_WARN_ONCE(kDeviceName, " initialization: ", mydevGetLastErrorMessage(), ". ", kDeviceName,
+                    " is unavailable (torch.", kDeviceName, ".is_available() is False).");
     return 0;
   }
   return static_cast<c10::DeviceIndex>(count);

@@ -2,6 +2,7 @@
 // generically (torch.Stream/Event/accelerator reach mydev through the
 // DeviceGuardImpl and the DeviceAllocator).
 #include <torch/csrc/Event.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
@@ -14,6 +15,8 @@
 #include "../core/caching_allocator.h"
 #include "../core/device.h"
 #include "../core/generator.h"
+#include "../core/ipc_storage_sharing.h"
+#include "../core/kernel_errors.h"
 #include "../core/mydev_stream.h"
 #include "../core/runtime_check.h"
 #include "../custom_ops/custom_ops.h"
@@ -99,6 +102,11 @@ double eventElapsedTime(py::handle start, py::handle end) {
   }
   const c10::Event& first = reinterpret_cast<THPEvent*>(start.ptr())->event;
   const c10::Event& second = reinterpret_cast<THPEvent*>(end.ptr())->event;
+  // Each device has its own clock on real hardware, as on cuda.
+  TORCH_CHECK(first.device_index() < 0 || second.device_index() < 0 ||
+                  first.device() == second.device(),
+              "elapsed_time: the events are on different devices (", first.device(),
+              " and ", second.device(), "); time events recorded on one device");
   py::gil_scoped_release no_gil;
   return first.elapsedTime(second);
 }
@@ -136,7 +144,10 @@ PYBIND11_MODULE(_C, m) {
                std::to_string(p.multi_processor_count) + ")";
       });
 
-  m.def("_device_count", [] { return static_cast<int>(deviceCount()); });
+  // Wrapped: the configuration warning of deviceCount() becomes a Python
+  // UserWarning.
+  m.def("_device_count",
+        torch::wrap_pybind_function([] { return static_cast<int>(deviceCount()); }));
   m.def("_current_device", [] { return static_cast<int>(currentDevice()); });
   m.def("_set_device", [](int device) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
@@ -146,6 +157,8 @@ PYBIND11_MODULE(_C, m) {
     int count = 0;
     MYDEV_CHECK(mydevGetDeviceCount(&count));
   });
+  m.def("_check_device_index",
+        [](int device) { checkDeviceIndex(static_cast<c10::DeviceIndex>(device)); });
   m.def("_is_initialized", [] { return mydevIsInitialized() != 0; });
   m.def("_is_in_bad_fork", [] { return mydevIsForkedChild() != 0; });
   m.def("_launch_blocking", [] { return mydevLaunchBlocking() != 0; });
@@ -184,6 +197,16 @@ PYBIND11_MODULE(_C, m) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
     MYDEV_CHECK(mydevDeviceSynchronize(device));
   }, py::call_guard<py::gil_scoped_release>());
+  // The message of a kernel failure no synchronizing call reported yet
+  // (clearing it), or None; never waits.
+  m.def("_take_pending_kernel_failure", [](int device) -> py::object {
+    if (mydevDeviceGetPendingFailure(device) != mydevErrorLaunchFailure) {
+      return py::none();
+    }
+    const std::string message = mydevGetLastErrorMessage();
+    (void)takeKernelException(message);  // reported here, not at a later call
+    return py::str(message);
+  });
   m.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
         defaultGenerator(static_cast<c10::DeviceIndex>(device))));
@@ -203,7 +226,7 @@ PYBIND11_MODULE(_C, m) {
     return cachingAllocator().getMemoryInfo(static_cast<c10::DeviceIndex>(device));
   });
   m.def("_set_cpu_fallback_policy", [](const std::string& policy) {
-    setCpuFallbackPolicy(parseCpuFallbackPolicy(policy));
+    setCpuFallbackPolicy(parseCpuFallbackPolicy(policy, "set_cpu_fallback_policy: policy"));
   });
   m.def("_cpu_fallback_policy", [] {
     switch (cpuFallbackPolicy()) {
@@ -276,6 +299,25 @@ PYBIND11_MODULE(_C, m) {
   m.def("_ipc_close_mem_handle", [](uintptr_t ptr) {
     MYDEV_CHECK(mydevIpcCloseMemHandle(reinterpret_cast<void*>(ptr)));
   });
+  // Storage sharing between processes (device_ext/_storage_sharing.py).
+  m.def("_ipc_share_storage", [](const at::Tensor& tensor, uintptr_t unused_counters) {
+    const SharedStorage shared = shareStorage(tensor, unused_counters);
+    return py::make_tuple(shared.device, py::bytes(shared.allocation_handle),
+                          shared.offset_bytes, shared.size_bytes, shared.counters,
+                          shared.took_counters, shared.sequence);
+  });
+  m.def("_ipc_open_storage",
+        [](int device, const std::string& handle, uint64_t offset_bytes, uint64_t size_bytes,
+           uintptr_t counters, int64_t sequence, int64_t producer_pid) {
+          const SharedStorage shared{device, handle, offset_bytes, size_bytes,
+                                     counters, false, sequence};
+          return openSharedStorage(shared, producer_pid);
+        },
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_ipc_release_duplicate_share", &releaseDuplicateShare,
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_ipc_collect", &collectReleasedStorages, py::call_guard<py::gil_scoped_release>());
+  m.def("_ipc_release_received_at_exit", &releaseReceivedAtExit);
   // myccl over gloo's TCP transport (device_ext/_myccl_transport.py picks
   // it); `gloo` is a torch.distributed.ProcessGroupGloo of the same ranks.
   py::class_<distributed::GlooTransportBackend, c10d::Backend,

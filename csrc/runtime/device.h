@@ -42,7 +42,8 @@ class Device {
   // Each returned stream is retained; the caller releases it.
   std::vector<Stream*> retain_streams();
 
-  // A failure of enqueued work. The first one is kept until reported.
+  // A failure of enqueued work. The first one is kept until reported; later
+  // ones before that report are counted and the report mentions them.
   void record_failure(std::string message);
   // mydevErrorLaunchFailure with the recorded message (and clears it), or
   // success if nothing failed since the last report.
@@ -66,6 +67,7 @@ class Device {
   std::atomic<bool> has_failure_{false};
   std::mutex failure_mutex_;
   std::string failure_;
+  size_t later_failures_ = 0;
 };
 
 // Called once by the runtime's initialisation.

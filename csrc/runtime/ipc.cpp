@@ -53,6 +53,7 @@ struct PeerMapping {
   char* base;
   size_t capacity;
   size_t open_count;
+  int device;  // the peer's device index
 };
 
 std::mutex g_peers_mutex;
@@ -131,7 +132,8 @@ mydevError_t open_peer(const HandleData& data, void** ptr) {
     }
     found = g_peers
                 .emplace(key, PeerMapping{static_cast<char*>(base),
-                                          size_t(data.capacity), 0})
+                                          size_t(data.capacity), 0,
+                                          data.device})
                 .first;
   }
   ++found->second.open_count;
@@ -140,6 +142,22 @@ mydevError_t open_peer(const HandleData& data, void** ptr) {
 }
 
 }  // namespace
+
+bool describe_peer_pointer(const void* ptr, PointerInfo* info) {
+  const char* address = static_cast<const char*>(ptr);
+  std::lock_guard<std::mutex> lock(g_peers_mutex);
+  for (const auto& entry : g_peers) {
+    const PeerMapping& mapping = entry.second;
+    if (address >= mapping.base && address < mapping.base + mapping.capacity) {
+      info->type = mydevMemoryTypeDevice;
+      info->device = mapping.device;
+      info->base = mapping.base;
+      info->size = mapping.capacity;
+      return true;
+    }
+  }
+  return false;
+}
 
 bool peer_memory_supported() {
   if (!config().peer_memory) return false;

@@ -82,6 +82,11 @@ mydevError_t mydevMemGetInfo(int device, size_t* free_bytes,
 
 // Waits for all work on all streams of the device; reports pending failures.
 mydevError_t mydevDeviceSynchronize(int device);
+// Reports, without waiting, a failure of enqueued work that already happened
+// and was not reported yet (mydevErrorLaunchFailure, as the next
+// synchronizing call would; reporting clears it), as cudaGetLastError does
+// for asynchronous errors. mydevSuccess if there is none.
+mydevError_t mydevDeviceGetPendingFailure(int device);
 
 // 1 if launch blocking is on (MYDEV_LAUNCH_BLOCKING=1), else 0.
 int mydevLaunchBlocking(void);

@@ -4,6 +4,7 @@
 #include "device.h"
 #include "error.h"
 #include "host_memory.h"
+#include "ipc.h"
 #include "lifecycle.h"
 
 namespace mydev_sim {
@@ -18,6 +19,8 @@ PointerInfo describe_pointer(const void* ptr) {
     }
   } else if (find_host_allocation(ptr, &info.base, &info.size)) {
     info.type = mydevMemoryTypeHost;
+  } else {
+    describe_peer_pointer(ptr, &info);
   }
   return info;
 }

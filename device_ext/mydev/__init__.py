@@ -21,6 +21,7 @@ from ._device import (
     device,
     device_count,
     device_of,
+    init,
     is_available,
     is_initialized,
     set_device,
@@ -33,6 +34,7 @@ from .cpu_fallback import (
 )
 from .memory import (
     empty_cache,
+    ipc_collect,
     max_memory_allocated,
     max_memory_reserved,
     mem_get_info,
@@ -124,7 +126,9 @@ __all__ = [
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
+    "init",
     "initial_seed",
+    "ipc_collect",
     "is_available",
     "is_bf16_supported",
     "is_initialized",

@@ -30,6 +30,13 @@ def is_initialized() -> bool:
     return _initialized and not _is_in_bad_fork()
 
 
+def init() -> None:
+    """Initializes mydev now rather than at its first use (as
+    ``torch.cuda.init()``); raises if it cannot be (bad configuration,
+    forked child)."""
+    _lazy_init()
+
+
 def _lazy_init() -> None:
     """Brings up the driver on first real use, and refuses in a process forked
     after that happened (its executor threads do not exist there)."""
@@ -42,7 +49,8 @@ def _lazy_init() -> None:
         if _is_in_bad_fork():
             raise RuntimeError(
                 "Cannot re-initialize mydev in forked subprocess. To use mydev "
-                "with multiprocessing, you must use the 'spawn' start method"
+                "with multiprocessing, you must use the 'spawn' start method "
+                "(or 'forkserver')"
             )
         _C._init()
         _initialized = True
@@ -67,6 +75,10 @@ def _get_device_index(device: _DeviceLike, optional: bool = True) -> int:
         if not optional:
             raise ValueError(f"Expected a mydev device with an index, got {device!r}")
         return current_device()
+    if index < 0:
+        # The same error as an index past the last device, from every
+        # function (None, not -1, means the current device).
+        _C._check_device_index(index)
     return index
 
 
@@ -77,9 +89,8 @@ def current_device() -> int:
 
 def set_device(device: _DeviceLike) -> None:
     index = _get_device_index(device)
-    if index >= 0:
-        _lazy_init()
-        _C._set_device(index)
+    _lazy_init()
+    _C._set_device(index)
 
 
 def _exchange_device(index: int) -> int:

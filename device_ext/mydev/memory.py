@@ -55,9 +55,20 @@ def reset_accumulated_memory_stats(device: _DeviceLike = None) -> None:
 
 def empty_cache() -> None:
     """Returns cached, unused device memory to the driver (after waiting for
-    the device, as cudaFree does)."""
+    the device, as cudaFree does), shared memory other processes released
+    included."""
     _lazy_init()
+    _C._ipc_collect()
     _C._empty_cache()
+
+
+def ipc_collect() -> int:
+    """Frees the device memory this process sent to other processes and
+    freed itself, once they all released it (as ``torch.cuda.ipc_collect``;
+    it happens at every share too). Returns how many such allocations other
+    processes still hold."""
+    _lazy_init()
+    return _C._ipc_collect()
 
 
 def mem_get_info(device: _DeviceLike = None) -> Tuple[int, int]:

@@ -21,25 +21,68 @@ tests/test_autograd_optim.py::test_process_exits_cleanly_right_after_backward
 reproduces the abort without it; see the
 table in ``device_ext/torch_patches/__init__.py``. Applied when
 ``device_ext`` is imported.
+
+The barrier's tensors have no elements, so it allocates no device memory: it
+works with the device full. The same hook prints a kernel failure that
+happened but that no synchronizing call reported before exit, instead of
+dropping it (without waiting for queued work: exit stays quick).
 """
 
 import atexit
+import os
+import sys
 
 import torch
 
+from .. import _C
 from ..device_name import DEVICE_NAME
 
 
+def _autograd_device_threads_started() -> bool:
+    """Whether a backward pass ever started autograd's device threads (named
+    pt_autograd_<device>). Only those can hold a graph task; starting them
+    at exit would drain nothing, and starting threads while CPython
+    finalizes loses its record of an uncaught KeyboardInterrupt (the exit
+    status becomes 1 instead of the SIGINT status)."""
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                if comm.read().startswith("pt_autograd_"):
+                    return True
+        except OSError:  # the thread ended meanwhile
+            continue
+    return False
+
+
 def _drain_device_threads() -> None:
-    if not torch.mydev.is_initialized():
+    if not _autograd_device_threads_started():
         return
     for index in range(torch.mydev.device_count()):
-        leaf = torch.zeros((), device=f"{DEVICE_NAME}:{index}", requires_grad=True)
+        leaf = torch.empty((0,), device=f"{DEVICE_NAME}:{index}", requires_grad=True)
         output = leaf * 1
         torch.autograd.Variable._execution_engine.run_backward(
             (output,), (torch.ones_like(output),), False, False, (), True, True
         )
 
 
+def _report_unreported_kernel_errors() -> None:
+    # Only failures that already happened: exit does not wait for queued work.
+    for index in range(torch.mydev.device_count()):
+        message = _C._take_pending_kernel_failure(index)
+        if message is not None:
+            print(
+                f"{DEVICE_NAME}: a kernel failure on {DEVICE_NAME}:{index} was not reported by any "
+                f"synchronizing call before exit: {message}",
+                file=sys.stderr,
+            )
+
+
+def _at_exit() -> None:
+    if not torch.mydev.is_initialized():
+        return
+    _report_unreported_kernel_errors()
+    _drain_device_threads()
+
+
 def apply() -> None:
-    atexit.register(_drain_device_threads)
+    atexit.register(_at_exit)
