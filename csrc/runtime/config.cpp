@@ -14,9 +14,11 @@ namespace {
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr long long kMaxDevices = 64;
 constexpr long long kMinDefaultMemoryMiB = 256;
-// 64 TiB per device: far beyond any host, and it keeps the address-space
-// reservation of all arenas inside a 47-bit user address space.
-constexpr long long kMaxMemoryMiB = 64ll << 20;
+// 1 TiB per device: beyond any host. The address space reserves several
+// times each device's capacity (address_space.h); a configuration whose
+// reservation does not fit the 47-bit user address space fails at
+// initialisation with a message saying so.
+constexpr long long kMaxMemoryMiB = 1ll << 20;
 
 // Unset and empty both mean "use the default".
 const char* env(const char* name) {
