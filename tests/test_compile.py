@@ -388,7 +388,7 @@ def test_fx_graph_cache_hits_across_processes_and_is_keyed_by_mydev_config(tmp_p
     assert compile_in_subprocess({}) == [(0, 1)]
     assert compile_in_subprocess(
         {},                                        # the same graph: loaded from the cache
-        {"compiled_kernel_abi": 2},                # another launch ABI: a new entry
+        {"compiled_kernel_abi": 3},                # another launch ABI: a new entry
         {"build_fingerprint": "another-build"},    # another torch-mydev build: a new entry
     ) == [(1, 0), (0, 1), (0, 1)]
 

@@ -550,8 +550,6 @@ def _check_point_to_point(rank: int, world_size: int) -> None:
 def _check_peer_memory_runtime(rank: int) -> None:
     """The driver's IPC handles: rank 0 shares a device buffer, rank 1 maps
     it and reads what rank 0 wrote (gloo on CPU carries the handle)."""
-    import ctypes
-
     import torch.distributed as dist
     from device_ext import _C
 
@@ -570,7 +568,8 @@ def _check_peer_memory_runtime(rank: int) -> None:
     ptr = _C._ipc_open_mem_handle(peer_handle)
     again = _C._ipc_open_mem_handle(peer_handle)  # the cached mapping
     assert again == ptr
-    seen = torch.frombuffer(bytearray(ctypes.string_at(ptr + peer_offset, 4096 * 4)),
+    # A device pointer: the host reads it through a copy, never directly.
+    seen = torch.frombuffer(bytearray(_C._ipc_read(ptr + peer_offset, 4096 * 4)),
                             dtype=torch.int32)
     assert torch.equal(seen, torch.arange(4096, dtype=torch.int32) * (peer + 3))
     _C._ipc_close_mem_handle(again)

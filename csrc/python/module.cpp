@@ -318,6 +318,19 @@ PYBIND11_MODULE(_C, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("_ipc_collect", &collectReleasedStorages, py::call_guard<py::gil_scoped_release>());
   m.def("_ipc_release_received_at_exit", &releaseReceivedAtExit);
+  // An opened pointer is a device pointer like any other: the host reads it
+  // through a copy.
+  m.def("_ipc_read", [](uintptr_t ptr, size_t nbytes) {
+    std::string bytes(nbytes, '\0');
+    MYDEV_CHECK(mydevMemcpy(bytes.data(), reinterpret_cast<const void*>(ptr), nbytes,
+                            mydevMemcpyDeviceToHost, nullptr));
+    return py::bytes(bytes);
+  });
+  // The driver's translation, for the Triton executor (it computes with
+  // device addresses and loads and stores at the kernel-side ones).
+  m.def("_kernel_pointer", [](uintptr_t ptr) {
+    return reinterpret_cast<uintptr_t>(mydevKernelPointer(reinterpret_cast<const void*>(ptr)));
+  });
   // myccl over gloo's TCP transport (device_ext/_myccl_transport.py picks
   // it); `gloo` is a torch.distributed.ProcessGroupGloo of the same ranks.
   py::class_<distributed::GlooTransportBackend, c10d::Backend,

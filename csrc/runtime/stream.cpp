@@ -10,6 +10,7 @@
 #include "device.h"
 #include "error.h"
 #include "event.h"
+#include "fault_handler.h"
 #include "kernel_gate.h"
 #include "lifecycle.h"
 #include "parallel_copy.h"
@@ -146,9 +147,11 @@ void Stream::execute(const Task& task, uint64_t sequence) {
       break;
     case TaskKind::Copy:
       copy_bytes(task.dst, task.src, task.count);
+      report_illegal_access(device_, "memcpy");
       break;
     case TaskKind::Fill:
       fill_bytes(task.dst, task.fill_value, task.count);
+      report_illegal_access(device_, "memset");
       break;
     case TaskKind::EventMarker:
       task.record->time_ns.store(
@@ -189,6 +192,7 @@ void Stream::run_kernel(const Task& task) {
             format("kernel '%s' failed on mydev:%d: unknown exception",
                    task.name, device_->index()));
       }
+      report_illegal_access(device_, task.name);
       return;
     }
   }

@@ -22,9 +22,10 @@ from . import executor
 LaunchHook = Optional[Callable[[Any], None]]
 
 
-def _memory_ranges(kernel: JITFunction, name: str, args: Tuple[Any, ...], device: int) -> List[Tuple[int, int]]:
+def _memory_ranges(kernel: JITFunction, name: str, args: Tuple[Any, ...], device: int) -> List[Tuple[int, int, int]]:
     """The memory the kernel may touch: its tensor arguments' storages, each
-    checked to be on the launch's device."""
+    checked to be on the launch's device, with the offset from their device
+    addresses to the kernel-side ones (the driver's mydevKernelPointer)."""
     ranges = []
 
     def visit(param_name: str, value: Any) -> None:
@@ -46,7 +47,8 @@ def _memory_ranges(kernel: JITFunction, name: str, args: Tuple[Any, ...], device
                 f"runs on mydev:{device} (the current device); launch it under "
                 f"torch.mydev.device({value.device.index})")
         storage = value.untyped_storage()
-        ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+        start = storage.data_ptr()
+        ranges.append((start, start + storage.nbytes(), _C._kernel_pointer(start) - start))
 
     for param, value in zip(kernel.params, args):
         visit(param.name, value)
