@@ -6,6 +6,8 @@ kernel promises; the other cases take the math path. Convolutions produce
 the CPU's output layout (channels-last in, channels-last out).
 """
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -119,8 +121,11 @@ def test_attention_takes_the_fused_op_only_where_it_serves(case, fused):
 
 
 def test_fused_attention_bad_input_raises_and_the_device_recovers():
-    q, k, v = (t.to(D) for t in qkv())
-    with pytest.raises(RuntimeError):
+    q_cpu, k_cpu, v_cpu = qkv()
+    with pytest.raises(RuntimeError) as cpu_error:
+        F.scaled_dot_product_attention(q_cpu, k_cpu[..., :4], v_cpu)
+    q, k, v = (t.to(D) for t in (q_cpu, k_cpu, v_cpu))
+    with pytest.raises(RuntimeError, match=f"^{re.escape(str(cpu_error.value))}$"):  # the CPU's error
         F.scaled_dot_product_attention(q, k[..., :4], v)
     with pytest.raises(RuntimeError, match="dropout"):
         torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v, dropout_p=0.5)

@@ -81,9 +81,9 @@ FAKE_OPS_SOURCE = textwrap.dedent(
         return x.clone()
 
 
-    def hanging(x):  # the device's stream stays busy: synchronizing hangs
+    def hanging(x):  # the device's stream stays held: synchronizing hangs
         if on_device(x):
-            torch.mydev._sleep(600_000)
+            torch.mydev._debug.hold_stream(timeout_s=600)
         return x.sin()
 
 

@@ -3,7 +3,7 @@ memory), forced on one machine with MYCCL_TRANSPORT=gloo, and the transport
 selection. Multi-process, see distributed_harness.py."""
 
 import os
-import time
+from datetime import timedelta
 
 import pytest
 import torch
@@ -203,13 +203,11 @@ def _worker_ddp(rank: int, world_size: int) -> None:
 
 def _report_failed_all_reduce(numel: int) -> None:
     """Prints the error an all_reduce of ``numel`` elements must fail with
-    (``ERROR: ...``) and how long it took (``ELAPSED <s>``)."""
+    (``ERROR: ...``). A hang ends at run_ranks' time limit."""
     import torch.distributed as dist
     from test_distributed import _report_error
 
-    start = time.monotonic()
     _report_error("ERROR", lambda: dist.all_reduce(torch.ones(numel, device="mydev")))
-    print("ELAPSED", round(time.monotonic() - start, 1))
 
 
 def _worker_peer_dies(rank: int, world_size: int) -> None:
@@ -230,12 +228,17 @@ def _worker_peer_dies(rank: int, world_size: int) -> None:
 
 
 def _worker_peer_stalls(rank: int, world_size: int) -> None:
-    """Rank 1 stays alive but skips the collective: rank 0 times out."""
+    """Rank 1 stays alive but skips the collective: rank 0 times out. Rank 1
+    waits on the store until rank 0 has reported, however long that takes."""
+    import torch.distributed as dist
+
     init_group(rank, world_size, SPEC, timeout_s=2)
+    store = dist.distributed_c10d._get_default_store()
     if rank == 1:
-        time.sleep(6)
+        store.wait(["rank0_reported"], timedelta(seconds=120))
         os._exit(0)
     _report_failed_all_reduce(8)
+    store.set("rank0_reported", "1")
     exit_ok()
 
 
@@ -290,9 +293,6 @@ def test_peer_that_dies_fails_the_others_clearly():
         error = next(line for line in out.splitlines() if line.startswith("ERROR:"))
         assert "myccl: allreduce" in error and f"rank {rank}" in error, error
         assert "gloo's TCP transport (a peer exited" in error, error
-        elapsed = float(next(line for line in out.splitlines()
-                             if line.startswith("ELAPSED")).split()[1])
-        assert elapsed < 30, out  # the group's timeout is 5 s; never a hang
         assert "earlier collective" in out.split("AFTER:")[1], out
 
 

@@ -241,6 +241,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sleep", &sleepOnCurrentStream, py::arg("milliseconds"),
         py::call_guard<py::gil_scoped_release>());
   m.def("_fail_on_stream", &failOnCurrentStream, py::arg("message"));
+  // torch.mydev._debug.hold_stream() wraps these for tests.
+  py::class_<StreamLatch, std::shared_ptr<StreamLatch>>(m, "_StreamLatch")
+      .def(py::init<>())
+      .def("release", &StreamLatch::release)
+      .def_property_readonly("released", &StreamLatch::released)
+      .def_property_readonly("reached", &StreamLatch::reached)
+      .def("wait_until_reached", &StreamLatch::waitUntilReached,
+           py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
+  m.def("_hold_stream", &holdCurrentStream, py::arg("latch"), py::arg("timeout"),
+        py::call_guard<py::gil_scoped_release>());
 
   // The fused custom ops' kernels (device_ext/ops/ defines the ops).
   m.def("_fused_rms_norm", &custom_ops::rmsNorm, py::arg("x"), py::arg("weight"),

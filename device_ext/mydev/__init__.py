@@ -10,6 +10,7 @@ from typing import Any, List, Optional, Union
 import torch
 
 from .. import _C
+from . import _debug  # noqa: F401  (torch.mydev._debug: latches for tests)
 from . import _utils  # noqa: F401  (used by torch.serialization)
 from ._device import (
     _exchange_device,
