@@ -18,7 +18,20 @@ from typing import Callable, Dict, Optional, Sequence
 def _register_device_interface(_module: ModuleType) -> None:
     from inductor_backend.device_interface import register_device_interface
 
+    from .torch_patches import dynamo
+
     register_device_interface()
+    # Dynamo decides whether to capture a @triton.jit call while tracing,
+    # before anything imports Inductor's compiler.
+    dynamo.apply(mydev_has_triton=_mydev_has_triton)
+
+
+def _mydev_has_triton() -> bool:
+    import torch
+    # Imports Inductor's code generators: only when Dynamo first asks.
+    from inductor_backend.kernel_languages import triton_unavailable_reason
+
+    return torch.mydev.is_available() and triton_unavailable_reason() is None
 
 
 def _register_inductor_backend(_module: ModuleType) -> None:

@@ -1,17 +1,15 @@
 """Where torch 2.13's Inductor assumes that only "cpu" runs C++ kernels, that
-only GPU_TYPES have device guards, that a PrivateUse1 convolution keeps
-the contiguous layout, or that Triton runs only on a fixed list of devices.
-Every adjustment for mydev is here,
-applied once at registration; tests/test_compile_workarounds.py shows what
+only GPU_TYPES have device guards, or that a PrivateUse1 convolution keeps
+the contiguous layout. Every adjustment for mydev is here (Dynamo's list
+of Triton devices is in device_ext/torch_patches/dynamo.py), applied once at
+registration; tests/test_compile_workarounds.py shows what
 goes wrong without each.
 """
 
-import functools
 import importlib
 from typing import Any, Callable, Optional
 
 import torch
-import torch.utils._triton
 from torch._inductor import scheduler
 from torch._inductor.runtime import triton_heuristics
 
@@ -114,22 +112,6 @@ def _cpu_stand_in(tensor: torch.Tensor) -> torch.Tensor:
         )
 
 
-def _count_mydev_as_a_triton_device(has_triton: Callable[[], bool]) -> Callable[[], bool]:
-    # Dynamo captures calls of @triton.jit kernels (directly or through
-    # torch.library.wrap_triton) only when torch.utils._triton.has_triton()
-    # is true, and that asks a fixed list of devices (cuda, xpu, mtia, cpu
-    # with the triton-cpu backend). Without this, calling a Triton kernel in
-    # a function compiled for mydev is a graph break.
-    @functools.cache
-    def has_triton_or_mydev_triton() -> bool:
-        from .kernel_languages import triton_unavailable_reason
-
-        return has_triton() or (torch.mydev.is_available() and triton_unavailable_reason() is None)
-
-    has_triton_or_mydev_triton.__wrapped__ = has_triton  # type: ignore[attr-defined]
-    return has_triton_or_mydev_triton
-
-
 def _reload_python_of_mydev_triton_kernels(make_launchers: Callable[[Any], None]) -> Callable[[Any], None]:
     # Inductor compiles Triton kernels in its worker processes and, before
     # sending one back, drops the kernel's Python function (CachingAutotuner.
@@ -162,10 +144,6 @@ def install() -> None:
         torch._C._select_conv_backend = _select_conv_backend_like_the_cpu(
             torch._C._select_conv_backend
         )
-    # Dynamo imports has_triton from its module each time it asks. (The
-    # original is a functools.cache, which has a __wrapped__ of its own.)
-    if torch.utils._triton.has_triton.__module__ != __name__:
-        torch.utils._triton.has_triton = _count_mydev_as_a_triton_device(torch.utils._triton.has_triton)
     if not hasattr(triton_heuristics.CachingAutotuner._make_launchers, "__wrapped__"):
         triton_heuristics.CachingAutotuner._make_launchers = _reload_python_of_mydev_triton_kernels(
             triton_heuristics.CachingAutotuner._make_launchers
