@@ -35,14 +35,14 @@ def register() -> None:
         from torch._inductor.codegen import common
         from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 
-        from device_ext.torch_patches import dynamo, fake_tensor, inductor
+        from device_ext.torch_patches import fake_tensor, inductor
 
         from . import config
         from .benchmarker import register_benchmarker
         from .cpp_wrapper import MydevCppWrapperCodegen
         from .device_interface import DEVICE, register_device_interface
         from .device_op_overrides import MydevDeviceOpOverrides
-        from .kernel_languages import MydevCodegens, triton_unavailable_reason
+        from .kernel_languages import MydevCodegens
         from .python_wrapper import MydevPythonWrapperCodegen
         from .scheduling import MydevScheduling
 
@@ -64,16 +64,27 @@ def register() -> None:
         register_benchmarker()
         inductor.apply(kernel_language=lambda: config.kernel_language)
         fake_tensor.apply()
-        dynamo.apply(
-            mydev_has_triton=lambda: torch.mydev.is_available() and triton_unavailable_reason() is None
-        )
         _registered = True
 
 
 def _register_device_interface(_module: ModuleType) -> None:
+    from device_ext.torch_patches import dynamo
+
     from .device_interface import register_device_interface
 
     register_device_interface()
+    # Dynamo decides whether to capture a @triton.jit call while tracing,
+    # before anything imports Inductor's compiler.
+    dynamo.apply(mydev_has_triton=_mydev_has_triton)
+
+
+def _mydev_has_triton() -> bool:
+    import torch
+
+    # Imports Inductor's code generators: only when Dynamo first asks.
+    from .kernel_languages import triton_unavailable_reason
+
+    return torch.mydev.is_available() and triton_unavailable_reason() is None
 
 
 def _register(_module: ModuleType) -> None:

@@ -7,8 +7,12 @@ compiled for mydev is a graph break (tests/test_compile_workarounds.py::
 test_has_triton_counts_mydev_as_a_triton_device). See the table in
 ``device_ext/torch_patches/__init__.py``.
 
-Applied by ``inductor_backend`` when it registers; ``mydev_has_triton()``
-says whether Triton can run mydev kernels in this process.
+Applied the moment Dynamo is imported (with its device interface), not when
+Inductor registers: Dynamo traces before it imports Inductor's compiler, so a
+fresh script would trace its first Triton call with the unpatched answer and
+fail inside ``JITFunction.run`` (tests/test_user_triton_scripts.py).
+``mydev_has_triton()`` says whether Triton can run mydev kernels in this
+process.
 """
 
 import functools
