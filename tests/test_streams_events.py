@@ -71,6 +71,16 @@ def test_latch_never_released_fails_its_kernel_instead_of_hanging():
     assert (torch.arange(3.0, device="mydev") + 1).cpu().tolist() == [1.0, 2.0, 3.0]
 
 
+def test_release_all_frees_latches_a_test_left_held():
+    side = torch.mydev.Stream()
+    hold_stream(side)  # dropped without a release, as by a failing test
+    with torch.mydev.stream(side):
+        y = torch.arange(3.0, device="mydev") * 2
+    torch.mydev._debug.release_all()  # what the suite's autouse fixture does
+    side.synchronize()
+    assert y.cpu().tolist() == [0.0, 2.0, 4.0]
+
+
 def test_latch_timeout_must_be_positive():
     with pytest.raises(ValueError, match=r"^hold_stream: timeout_s must be > 0, got 0$"):
         hold_stream(timeout_s=0)

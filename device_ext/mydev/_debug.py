@@ -24,6 +24,10 @@ from ._device import _lazy_init
 # failing test never released ends as a kernel error instead of a hang.
 DEFAULT_TIMEOUT_S = 60.0
 
+# Latches not released yet (strong references: a latch the test dropped still
+# holds its stream), so that a test harness can release them all.
+_unreleased = set()
+
 
 class StreamLatch:
     """A latch that a kernel queued on ``stream`` waits for: the stream runs
@@ -39,6 +43,7 @@ class StreamLatch:
             raise ValueError(f"hold_stream: timeout_s must be > 0, got {timeout_s}")
         _lazy_init()
         self._latch = _C._StreamLatch()
+        _unreleased.add(self)
         if stream is None:
             _C._hold_stream(self._latch, datetime.timedelta(seconds=timeout_s))
         else:
@@ -48,6 +53,7 @@ class StreamLatch:
     def release(self) -> None:
         """Lets the stream run what was queued after the latch."""
         self._latch.release()
+        _unreleased.discard(self)
 
     @property
     def released(self) -> bool:
@@ -75,3 +81,9 @@ def hold_stream(stream: Optional[torch.Stream] = None, *, timeout_s: float = DEF
     """Queues a latch on ``stream`` (default: the current stream) and returns
     it; see :class:`StreamLatch`."""
     return StreamLatch(stream, timeout_s)
+
+
+def release_all() -> None:
+    """Releases every latch not released yet: after a test, whatever it did."""
+    for latch in list(_unreleased):
+        latch.release()
