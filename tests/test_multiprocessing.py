@@ -80,6 +80,36 @@ def test_queue_shares_memory_both_devices_and_views(tmp_path: Path) -> None:
         assert got["exitcode"] == 0
 
 
+def test_consumer_sees_the_producers_queued_writes(tmp_path: Path) -> None:
+    # The fill is still queued behind a device sleep when the tensor is sent;
+    # the consumer's tensor must not be returned before the fill ran.
+    seen = run_script(tmp_path, """
+        import json, torch, torch.multiprocessing as mp
+
+        def child(inbox, outbox):
+            torch.zeros(1, device="mydev")
+            outbox.put("ready")
+            x = inbox.get()
+            outbox.put(x.cpu().tolist())
+
+        if __name__ == "__main__":
+            ctx = mp.get_context("spawn")
+            inbox, outbox = ctx.Queue(), ctx.Queue()
+            process = ctx.Process(target=child, args=(inbox, outbox))
+            process.start()
+            assert outbox.get(timeout=120) == "ready"
+            x = torch.zeros(4, device="mydev")
+            torch.mydev.synchronize()
+            torch.mydev._sleep(2000)
+            x.fill_(7.0)  # queued behind the sleep
+            inbox.put(x)
+            seen = outbox.get(timeout=120)
+            process.join(120)
+            print(json.dumps(seen))
+        """)
+    assert seen == [7.0] * 4
+
+
 def test_consumer_outlives_the_producers_reference(tmp_path: Path) -> None:
     # The parent drops its tensor and reuses the device's memory while the
     # child still holds the shared one: the child must still read its values;
