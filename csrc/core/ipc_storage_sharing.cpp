@@ -135,6 +135,10 @@ void finishRelease(void* user_data) {
 // may still read it, so the reference goes back after them, as a freed block
 // of the caching allocator is reused only in stream order.
 void releaseReceivedStorage(void* context) {
+  if (mydevLaunchBlocking()) {  // every launch already completed
+    finishRelease(context);
+    return;
+  }
   try {
     const MydevStream stream =
         getCurrentStream(static_cast<ReceivedStorage*>(context)->device);
