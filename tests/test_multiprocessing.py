@@ -4,6 +4,7 @@ over the sender's memory. The cross-process tests run plain scripts (they
 import only torch) with the 'spawn' start method, in fresh interpreters."""
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -20,13 +21,14 @@ from mydev_testing import assert_device_still_usable, needs_two_devices
 pytestmark = pytest.mark.multiprocess
 
 
-def run_script(tmp_path: Path, code: str) -> Dict[str, Any]:
+def run_script(tmp_path: Path, code: str, **env: str) -> Dict[str, Any]:
     """Runs ``code`` as a script file (spawned children import its functions
-    from it), expects exit 0 and returns the JSON of its last stdout line."""
+    from it) with ``env`` added, expects exit 0 and returns the JSON of its
+    last stdout line."""
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(code))
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                            timeout=240, cwd=tmp_path)
+                            timeout=240, cwd=tmp_path, env={**os.environ, **env})
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -78,6 +80,37 @@ def test_queue_shares_memory_both_devices_and_views(tmp_path: Path) -> None:
         assert "not resizable" in got["resize"]
         assert got["parent_after"] == expected_after.tolist()
         assert got["exitcode"] == 0
+
+
+@pytest.mark.parametrize("launch_blocking", ["0", "1"])
+def test_consumer_sees_the_producers_queued_writes(tmp_path: Path, launch_blocking: str) -> None:
+    # The fill is still queued behind a device sleep when the tensor is sent;
+    # the consumer's tensor must not be returned before the fill ran.
+    seen = run_script(tmp_path, """
+        import json, torch, torch.multiprocessing as mp
+
+        def child(inbox, outbox):
+            torch.zeros(1, device="mydev")
+            outbox.put("ready")
+            x = inbox.get()
+            outbox.put(x.cpu().tolist())
+
+        if __name__ == "__main__":
+            ctx = mp.get_context("spawn")
+            inbox, outbox = ctx.Queue(), ctx.Queue()
+            process = ctx.Process(target=child, args=(inbox, outbox))
+            process.start()
+            assert outbox.get(timeout=120) == "ready"
+            x = torch.zeros(4, device="mydev")
+            torch.mydev.synchronize()
+            torch.mydev._sleep(2000)
+            x.fill_(7.0)  # queued behind the sleep
+            inbox.put(x)
+            seen = outbox.get(timeout=120)
+            process.join(120)
+            print(json.dumps(seen))
+        """, MYDEV_LAUNCH_BLOCKING=launch_blocking)
+    assert seen == [7.0] * 4
 
 
 def test_consumer_outlives_the_producers_reference(tmp_path: Path) -> None:

@@ -136,6 +136,10 @@ void finishRelease(void* user_data) {
 // may still read it, so the reference goes back after them, as a freed block
 // of the caching allocator is reused only in stream order.
 void releaseReceivedStorage(void* context) {
+  if (mydevLaunchBlocking()) {  // every launch already completed
+    finishRelease(context);
+    return;
+  }
   try {
     const MydevStream stream =
         getCurrentStream(static_cast<ReceivedStorage*>(context)->device);
@@ -230,7 +234,16 @@ void releaseDuplicateShare(uintptr_t counters, int64_t sequence, int64_t produce
 void releaseReceivedAtExit() {
   const std::lock_guard<std::mutex> lock(received_mutex);
   for (ReceivedStorage* storage : received) {
-    if (!storage->released) {
+    // Exit does not wait for queued work, and queued kernels may still use
+    // the memory: with work pending on the current stream (where a freed
+    // storage would be released), the producer keeps the memory until it
+    // exits itself, which is safe.
+    bool idle = false;
+    try {
+      idle = mydevStreamQuery(getCurrentStream(storage->device).raw()) == mydevSuccess;
+    } catch (const std::exception&) {
+    }
+    if (idle && !storage->released) {
       storage->released = true;
       __atomic_fetch_sub(&storage->counters->references, 1, __ATOMIC_ACQ_REL);
     }

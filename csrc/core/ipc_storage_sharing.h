@@ -56,9 +56,10 @@ at::Tensor openSharedStorage(const SharedStorage& shared, int64_t producer_pid);
 void releaseDuplicateShare(uintptr_t counters, int64_t sequence,
                            int64_t producer_pid);
 
-// Consumer, at exit: releases the references of every received storage
-// still alive (module globals, a Process object's arguments), so that the
-// producer gets its memory back; their memory must not be used any more.
+// Consumer, at exit: releases the references of the received storages still
+// alive (module globals, a Process object's arguments) whose device has no
+// work queued on the current stream, so that the producer gets its memory
+// back; their memory must not be used any more.
 void releaseReceivedAtExit();
 
 // Producer: frees the allocations no consumer holds any more; returns how
