@@ -162,7 +162,8 @@ def test_context_levels_and_skip_actions(history):
     # "state": the live block has its stack, history entries have none.
     assert block_at(snapshot, z.data_ptr())[1]["frames"]
     assert all(e["frames"] == [] for e in snapshot["device_traces"][0])
-    assert [e["action"] for e in entries_at(snapshot, addr)] == ["alloc", "free_completed"]
+    block_actions = [e["action"] for e in entries_at(snapshot, addr) if "segment" not in e["action"]]
+    assert block_actions[:2] == ["alloc", "free_completed"]  # z may reuse the address next
 
     torch.mydev.memory._record_memory_history("state", context=None, clear_history=True)
     w = torch.empty(4096, device="mydev")
