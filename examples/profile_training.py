@@ -63,8 +63,8 @@ def main() -> None:
 
     torch.mydev.memory._record_memory_history(max_entries=100_000)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-                 schedule=schedule(wait=0, warmup=1, active=args.steps),
-                 profile_memory=True, with_stack=True) as prof:
+                 schedule=schedule(wait=0, warmup=1, active=args.steps, repeat=1),
+                 record_shapes=True, profile_memory=True) as prof:
         for i in range(1 + args.steps):
             loss = step(i)
             prof.step()
