@@ -42,6 +42,7 @@ from .memory import (
     memory_allocated,
     memory_reserved,
     memory_stats,
+    memory_summary,
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
@@ -142,6 +143,7 @@ __all__ = [
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "memory_summary",
     "reset_accumulated_memory_stats",
     "reset_cpu_fallback_counts",
     "reset_peak_memory_stats",
