@@ -81,6 +81,10 @@ FAKE_OPS_SOURCE = textwrap.dedent(
         return x.clone()
 
 
+    def column_major(x):  # the right values in another layout on the device
+        return x.sin().t().contiguous().t() if on_device(x) else x.sin()
+
+
     def hanging(x):  # the device's stream stays held: synchronizing hangs
         if on_device(x):
             torch.mydev._debug.hold_stream(timeout_s=600)
@@ -109,6 +113,7 @@ FAKE_OPS_SOURCE = textwrap.dedent(
         fake("random", random),
         fake("failing_asynchronously", failing_asynchronously),
         fake("hanging", hanging),
+        fake("column_major", column_major),
     ]
     '''
 )
@@ -216,6 +221,32 @@ def test_mismatching_op_is_a_mismatch(fake_ops: Dict[str, object]) -> None:
     assert result.counts == {"mismatch": 2}
     assert "values differ" in result.causes[0].message
     assert "Greatest absolute difference" in result.causes[0].message
+
+
+def test_metadata_check_finds_other_strides_with_samples_made_on_the_device(fake_ops: Dict[str, object]) -> None:
+    """--samples-on-device: samples generated on the device, strides compared
+    (the default check compares values, shapes and dtypes, not strides)."""
+    assert check_fake(fake_ops, "column_major").status == Status.PASS
+    result = run_op(fake_ops["column_major"], torch.float32, RunOptions(variants=(), samples_on_device=True))
+    assert result.status == Status.MISMATCH
+    assert result.causes[0].message == "output: strides (1, 4), CPU gives (3, 1)"
+    assert "device=\"mydev:0\"" in result.causes[0].sample
+    assert check_fake(fake_ops, "correct").status == Status.PASS
+
+
+def test_cli_metadata_check_over_ops_and_modules(tmp_path: Path) -> None:
+    """The two outputs whose metadata the device once got wrong: a 1-D
+    MultiLabelMarginLoss without reduction (0-dim on the CPU) and
+    nonzero_static (row-major on the CPU); modules are reported as ops."""
+    json_path = tmp_path / "report.json"
+    run = run_cli("--samples-on-device", "--modules", "--jobs", "0", "--variants", "function",
+                  "--ops", "^(nonzero_static|module:nn.MultiLabelMarginLoss|module:nn.LSTM)$",
+                  "--json", str(json_path))
+    assert run.returncode == 0, run.stderr
+    report = json.loads(json_path.read_text())
+    assert report["settings"]["samples_on_device"] and report["settings"]["modules"]
+    statuses = {r["op"]: r["status"] for r in report["results"]}
+    assert statuses == {"nonzero_static": "pass", "module:nn.MultiLabelMarginLoss": "pass", "module:nn.LSTM": "pass"}
 
 
 def test_raising_op_is_an_error(fake_ops: Dict[str, object]) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import torch
 
 from ..device_name import DEVICE_NAME
-from . import opdb, report_json, report_markdown
+from . import modules, opdb, report_json, report_markdown
 from .environment import device_description, run_description
 from .pool import WorkerPool, WorkerStartupError
 from .progress import Progress
@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS, metavar="N", help=f"worker processes (default {DEFAULT_JOBS}: half the CPUs, as each worker keeps about two busy); 0 runs in this process, without time limits")
     parser.add_argument("--variants", type=_variants, default=list(VARIANTS), metavar="LIST", help="call forms to check: function,inplace,out (default all; the function always runs)")
     parser.add_argument("--inputs", choices=("sample", "reference"), default="sample", help="OpInfo sample inputs (default) or the larger reference inputs")
+    parser.add_argument("--samples-on-device", action="store_true", help="generate the sample inputs on the device (op.sample_inputs(device, dtype)) and copy them to the CPU, and also compare the outputs' strides: the output metadata check")
+    parser.add_argument("--modules", action="store_true", help="also check PyTorch's ModuleInfo database (torch.nn modules, inputs generated on the device; outputs' metadata incl. strides, and values), in this process; reported as ops named module:<name>")
     parser.add_argument("--extra-ops", action="append", default=[], metavar="MODULE[:ATTR]", help="also check the OpInfos in this module or .py file (attribute op_db by default)")
     parser.add_argument("--device", default=DEVICE_NAME, help=argparse.SUPPRESS)
     parser.add_argument("--list", action="store_true", help="list the (op, dtype) pairs that would be checked, and exit")
@@ -122,6 +124,8 @@ def _settings(args: argparse.Namespace, argv: Optional[List[str]]) -> Dict[str, 
         "exclude": args.exclude,
         "max_samples": args.max_samples,
         "inputs": args.inputs,
+        "samples_on_device": args.samples_on_device,
+        "modules": args.modules,
         "variants": list(args.variants),
         "timeout_s": args.timeout_per_op,
         "jobs": args.jobs,
@@ -156,7 +160,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"{task.op}\t{task.dtype}")
         return 0
 
-    options = RunOptions(device=args.device, max_samples=args.max_samples, variants=tuple(args.variants), inputs=args.inputs)
+    options = RunOptions(
+        device=args.device, max_samples=args.max_samples, variants=tuple(args.variants), inputs=args.inputs,
+        samples_on_device=args.samples_on_device,
+    )
     started = time.monotonic()
     try:
         with _device_kernels_only():
@@ -164,9 +171,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     except WorkerStartupError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_RUN_FAILED
+    if args.modules:
+        module_dtypes = None if args.dtypes.strip() == opdb.ALL_DTYPES else [
+            opdb.parse_dtype(name) for name in args.dtypes.split(",") if name.strip()]
+        results += modules.run_modules(args.ops, args.exclude, module_dtypes, options.device)
     seconds = time.monotonic() - started
 
-    dtypes = list(dict.fromkeys(task.dtype for task in selection.tasks))  # as asked
+    dtypes = list(dict.fromkeys(result.dtype for result in results))  # as asked
     if args.dtypes.strip() == opdb.ALL_DTYPES:
         dtypes.sort()
     summary = summarize(results, dtypes, selection.not_applicable)

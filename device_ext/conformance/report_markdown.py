@@ -47,7 +47,9 @@ def _environment(report: Dict[str, Any]) -> List[str]:
         [
             "settings",
             f"dtypes {settings['dtypes']}; samples per op and dtype: {settings['max_samples'] or 'all'} "
-            f"({settings['inputs']} inputs); call forms: {', '.join(settings['variants'])}; "
+            f"({settings['inputs']} inputs"
+            f"{', generated on the device; strides compared' if settings.get('samples_on_device') else ''}); "
+            f"call forms: {', '.join(settings['variants'])}; "
             f"timeout {settings['timeout_s']:g} s per op and dtype; {settings['jobs']} worker(s)",
         ],
         ["duration", f"{report['duration_s']:.0f} s"],

@@ -54,6 +54,10 @@ class RunOptions:
     variants: Tuple[str, ...] = VARIANTS
     # "sample": op.sample_inputs; "reference": the larger op.reference_inputs.
     inputs: str = "sample"
+    # Generate samples on the device (copies go to the CPU) and compare the
+    # outputs' strides too: the output metadata contract (shape, stride,
+    # dtype, 0-dim) of kernels fed by device-made tensors.
+    samples_on_device: bool = False
 
 
 class DeviceUnusable(RuntimeError):
@@ -157,11 +161,13 @@ def _execute_on_cpu(op: OpInfo, form: CallForm, sample: Sample, template: Any) -
     return _execute(op, form, sample, CPU, template), _randomness(op, form, sample, template)
 
 
-def _difference(expected: Outcome, actual: Outcome, tolerance_for: policy.ToleranceFn, device_type: str, values: bool) -> Optional[str]:
+def _difference(
+    expected: Outcome, actual: Outcome, tolerance_for: policy.ToleranceFn, device_type: str, values: bool, strides: bool = False
+) -> Optional[str]:
     """How one call differs from the reference call, or None. Outputs
     first: a wrong shape also changes aliasing, and is the clearer cause."""
     return (
-        describe_difference(expected.processed, actual.processed, tolerance_for, device_type, values=values)
+        describe_difference(expected.processed, actual.processed, tolerance_for, device_type, values=values, strides=strides)
         # Where the arguments are is the caller's choice, not the op's.
         or describe_difference(expected.arguments, actual.arguments, tolerance_for, None, values=values, what="argument")
         or describe_alias_difference(expected.aliases, actual.aliases)
@@ -193,6 +199,7 @@ class _OpCheck:
         self.tolerance_for = policy.tolerances(op, self.device.type, dtype)
         self.uninitialised = policy.declared_uninitialised(op)
         self.caveat = policy.declared_caveat(op, self.device.type, dtype)
+        self.strides = options.samples_on_device
 
     def _applies(self, variant: str, sample: Sample, function_result: Any) -> bool:
         if variant == INPLACE:
@@ -239,7 +246,9 @@ class _OpCheck:
     ) -> None:
         try:
             actual = _execute(self.op, form, sample, self.device, template)
-            difference = _difference(expected, actual, self.tolerance_for, self.device.type, values=not_comparable is None)
+            difference = _difference(
+                expected, actual, self.tolerance_for, self.device.type, values=not_comparable is None, strides=self.strides
+            )
         except Exception as error:  # noqa: BLE001  (any exception is a finding)
             self.tally.failed(classify_exception(error), variant, describe_exception(error), sample.index, sample.summary())
             problem = device_problem(self.device)
@@ -251,7 +260,7 @@ class _OpCheck:
             # gives another (a nondeterministic CPU kernel).
             not_comparable = self._cpu_not_reproducible(sample, form, expected, template)
             if not_comparable is not None:
-                difference = _difference(expected, actual, self.tolerance_for, self.device.type, values=False)
+                difference = _difference(expected, actual, self.tolerance_for, self.device.type, values=False, strides=self.strides)
         if difference is not None:
             self.tally.failed(Status.MISMATCH, variant, difference, sample.index, sample.summary())
         elif not_comparable is not None:
@@ -279,9 +288,12 @@ def run_op(op: OpInfo, dtype: torch.dtype, options: RunOptions = RunOptions()) -
         # would bury the progress output; they say nothing about conformance.
         warnings.simplefilter("ignore")
         try:
-            samples = select_samples(op, dtype, options.max_samples, reference=options.inputs == "reference")
+            samples = select_samples(
+                op, dtype, options.max_samples, reference=options.inputs == "reference",
+                on_device=options.device if options.samples_on_device else None,
+            )
         except Exception as error:  # noqa: BLE001
-            # Inputs are made on the CPU: not the device's fault.
+            # Inputs are made on the CPU (unless samples_on_device): not the device's fault.
             check.tally.skipped(f"the OpInfo cannot generate sample inputs: {describe_exception(error)}")
         for sample in samples:
             try:
