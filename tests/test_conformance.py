@@ -273,6 +273,16 @@ def test_dtype_selection_follows_the_cpu_dtypes() -> None:
     assert opdb.select(ops, "float32", include=["^bitwise_and$"]).not_applicable == ["bitwise_and"]
 
 
+def test_sparse_section_checks_the_opinfos_sparse_samples() -> None:
+    ops = opdb.load_ops()
+    names = [task.op for task in opdb.select(ops, "float32", include=["^abs$"]).tasks]
+    assert names == ["abs", "abs[sparse_coo]", "abs[sparse_csr]", "abs[sparse_csc]", "abs[sparse_bsr]", "abs[sparse_bsc]"]
+    for name in names[1:]:
+        op, layout = opdb.resolve(ops, name)
+        result = run_op(op, torch.float32, RunOptions(max_samples=3), layout)
+        assert result.op == name and result.status == Status.PASS, (name, result.status, result.reason)
+
+
 def test_common_ops_pass_at_float32() -> None:
     ops = opdb.load_ops()
     failures = []

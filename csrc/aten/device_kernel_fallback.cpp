@@ -48,12 +48,6 @@ bool readsHostScalars(const c10::OperatorName& name) {
   return name.name.rfind("aten::_foreach_", 0) == 0;
 }
 
-[[noreturn]] void throwDeviceMismatch(c10::Device a, c10::Device b) {
-  TORCH_CHECK(false,
-              "Expected all tensors to be on the same device, but found at "
-              "least two devices, ", a, " and ", b, "!");
-}
-
 // The mydev device of the call: its mydev tensors' device or, for factory
 // functions, the device argument. Moves host index tensors to it where the
 // op allows that and rejects any other mix of devices; 0-dim CPU tensors
@@ -296,6 +290,12 @@ DeviceOutputs deviceOutputsFor(const c10::FunctionSchema& schema,
 }
 
 }  // namespace
+
+void throwDeviceMismatch(c10::Device a, c10::Device b) {
+  TORCH_CHECK(false,
+              "Expected all tensors to be on the same device, but found at "
+              "least two devices, ", a, " and ", b, "!");
+}
 
 void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  Stack* stack) {

@@ -4,7 +4,7 @@ status of every (op, dtype) pair."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -160,6 +160,27 @@ def _all_results(results: List[TaskResult], dtypes: List[str]) -> List[str]:
     return lines + _table(["op", "over all dtypes"] + dtypes, rows)
 
 
+def _sparse_section(results: List[TaskResult]) -> List[str]:
+    """Per sparse layout: the ops whose OpInfo has samples of that layout,
+    checked with them (named op[layout] in the other tables)."""
+    by_layout: Dict[str, Counter] = defaultdict(Counter)
+    for result in results:
+        if result.op.endswith("]") and "[sparse_" in result.op:
+            by_layout[result.op[result.op.rindex("[") + 1 : -1]][result.status] += 1
+    lines = [
+        "## Sparse layouts",
+        "",
+        "The OpInfos' sparse samples (`supports_sparse`, `supports_sparse_csr`, ...): inputs of that layout on "
+        "the device, compared with the CPU. These pairs are named `op[layout]` in the other tables.",
+        "",
+    ]
+    if not by_layout:
+        return lines + ["Not checked in this run."]
+    statuses = [Status.PASS, *FAILURES, Status.SKIPPED]
+    rows = [[layout] + [str(counts[s]) for s in statuses] for layout, counts in by_layout.items()]
+    return lines + _table(["layout"] + [s.value for s in statuses], rows)
+
+
 def render(report: Dict[str, Any], results: List[TaskResult]) -> str:
     dtypes = list(report["summary"]["dtypes"])
     title = dtypes[0] if len(dtypes) == 1 else f"{len(dtypes)} dtypes"
@@ -170,7 +191,8 @@ def render(report: Dict[str, Any], results: List[TaskResult]) -> str:
         "database run on mydev and compared with the CPU.",
         "",
     ]
-    for section in (_summary(report), _environment(report), _failures(results), _skipped(results), _all_results(results, dtypes)):
+    sections = (_summary(report), _environment(report), _failures(results), _sparse_section(results), _skipped(results), _all_results(results, dtypes))
+    for section in sections:
         lines += section + [""]
     not_applicable = report["summary"]["not_applicable"]
     if not_applicable:

@@ -184,11 +184,11 @@ def device_problem(device: torch.device) -> Optional[str]:
 class _OpCheck:
     """Checking one op at one dtype: the tally, and the per-op policy."""
 
-    def __init__(self, op: OpInfo, dtype: torch.dtype, options: RunOptions) -> None:
+    def __init__(self, op: OpInfo, dtype: torch.dtype, options: RunOptions, name: str) -> None:
         self.op = op
         self.device = torch.device(options.device)
         self.forms = [FUNCTION] + [v for v in options.variants if v != FUNCTION]
-        self.tally = Tally(op.full_name, dtype_name(dtype))
+        self.tally = Tally(name, dtype_name(dtype))
         self.tolerance_for = policy.tolerances(op, self.device.type, dtype)
         self.uninitialised = policy.declared_uninitialised(op)
         self.caveat = policy.declared_caveat(op, self.device.type, dtype)
@@ -268,17 +268,18 @@ class _OpCheck:
         return "the CPU gives different values on two runs of the same sample"
 
 
-def run_op(op: OpInfo, dtype: torch.dtype, options: RunOptions = RunOptions()) -> TaskResult:
-    """Checks `op` at `dtype`; never raises for anything the op does."""
+def run_op(op: OpInfo, dtype: torch.dtype, options: RunOptions = RunOptions(), layout: str = "strided") -> TaskResult:
+    """Checks `op` at `dtype` with inputs of `layout` (strided, or one of
+    the sparse layouts); never raises for anything the op does."""
     started = time.monotonic()
-    check = _OpCheck(op, dtype, options)
+    check = _OpCheck(op, dtype, options, op.full_name if layout == "strided" else f"{op.full_name}[{layout}]")
     samples: List[Sample] = []
     with warnings.catch_warnings():
         # Deprecation and performance warnings from thousands of samples
         # would bury the progress output; they say nothing about conformance.
         warnings.simplefilter("ignore")
         try:
-            samples = select_samples(op, dtype, options.max_samples, reference=options.inputs == "reference")
+            samples = select_samples(op, dtype, options.max_samples, reference=options.inputs == "reference", layout=layout)
         except Exception as error:  # noqa: BLE001
             # Inputs are made on the CPU: not the device's fault.
             check.tally.skipped(f"the OpInfo cannot generate sample inputs: {describe_exception(error)}")

@@ -70,7 +70,12 @@ def _spread(count: int, limit: Optional[int]) -> List[int]:
     return [round(i * step) for i in range(limit)]
 
 
-def select_samples(op: OpInfo, dtype: torch.dtype, limit: Optional[int] = None, reference: bool = False) -> List[Sample]:
+def select_samples(op: OpInfo, dtype: torch.dtype, limit: Optional[int] = None, reference: bool = False, layout: str = "strided") -> List[Sample]:
+    if layout != "strided":
+        # The OpInfo's samples with inputs of a sparse layout (made from its
+        # dense samples); they create no tensors by default placement.
+        sparse = list(op.sample_inputs_sparse(getattr(torch, layout), "cpu", dtype, requires_grad=False))
+        return [Sample(i, sparse[i]) for i in _spread(len(sparse), limit)]
     generate = op.reference_inputs if reference else op.sample_inputs
     samples = list(generate("cpu", dtype, requires_grad=False))
     try:
