@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run PyTorch's OpInfo database on the device, compare every result with the CPU's, "
         "and report per op and dtype: pass, mismatch, missing kernel, error or skipped.",
     )
-    parser.add_argument("--dtypes", default="float32", help='comma-separated dtypes, or "all": every dtype the op supports on the CPU (default float32)')
+    parser.add_argument("--dtypes", default="float32", help='comma-separated dtypes, or "all": every dtype the op supports on cuda or the CPU (default float32)')
     parser.add_argument("--layouts", type=_layouts, default=[opdb.STRIDED, *opdb.SPARSE_LAYOUTS], metavar="LIST", help="input layouts: strided and the sparse ones the OpInfo supports (the sparse section; default all: " + ",".join((opdb.STRIDED,) + opdb.SPARSE_LAYOUTS) + ")")
     parser.add_argument("--ops", action="append", default=[], metavar="REGEX", help="check only ops whose full name matches (searched, so a substring works); repeatable")
     parser.add_argument("--exclude", action="append", default=[], metavar="REGEX", help="skip ops whose full name matches; repeatable")

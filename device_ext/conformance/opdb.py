@@ -4,7 +4,11 @@ The ops are PyTorch's OpInfo database, plus optionally OpInfos from a
 vendor module (--extra-ops, e.g. for the device's custom ops). Every process
 (the CLI and its workers) builds the same list, so a task names its op by
 OpInfo.full_name, followed by the layout in brackets for the sparse section
-("abs[sparse_csr]": the OpInfo's sparse samples, see supports_sparse_layout)."""
+("abs[sparse_csr]": the OpInfo's sparse samples, see supports_sparse_layout).
+
+The dtypes checked are those cuda supports (OpInfo.dtypesIfCUDA) and those
+the CPU supports: the device is held to cuda's coverage. Where the CPU lacks
+the dtype, the reference is computed in a wider dtype (runner.py)."""
 
 from __future__ import annotations
 
@@ -65,8 +69,14 @@ def parse_dtype(name: str) -> torch.dtype:
 def cpu_dtypes(op: OpInfo) -> List[torch.dtype]:
     """The dtypes the OpInfo declares for the CPU. (Asked for an unknown
     device, OpInfo falls back to the CPU's list anyway; asking for "cpu"
-    says what is meant: the CPU is the reference.)"""
+    says what is meant.)"""
     return sorted(op.supported_dtypes("cpu"), key=dtype_name)
+
+
+def device_dtypes(op: OpInfo) -> List[torch.dtype]:
+    """The dtypes the device is checked at: cuda's (dtypesIfCUDA) and the
+    CPU's."""
+    return sorted(set(op.supported_dtypes("cuda")) | set(op.supported_dtypes("cpu")), key=dtype_name)
 
 
 STRIDED = "strided"
@@ -108,7 +118,7 @@ def select(
     """Tasks for the ops whose full name matches any `include` pattern (all
     if none) and no `exclude` pattern (regular expressions searched in the
     name, so a plain substring works), at `dtypes`: a comma-separated list,
-    or "all" for every dtype the op supports on the CPU, in
+    or "all" for every dtype the device is checked at (device_dtypes), in
     each of `layouts` the OpInfo supports."""
     wanted: Optional[List[torch.dtype]] = None
     if dtypes.strip() != ALL_DTYPES:
@@ -122,7 +132,7 @@ def select(
             continue
         if any(r.search(name) for r in exclude_res):
             continue
-        supported = cpu_dtypes(op)
+        supported = device_dtypes(op)
         chosen = supported if wanted is None else [d for d in wanted if d in supported]
         if not chosen and STRIDED in layouts:
             not_applicable.append(name)

@@ -64,7 +64,7 @@ def _summary(report: Dict[str, Any]) -> List[str]:
     lines.append(f"- Op pass rate over the checked dtypes (an op passes when all its dtypes pass): {format_rate(summary['op_pass_rate'])}")
     lines.append(
         f"- {summary['ops']} ops, {summary['pairs']} (op, dtype) pairs checked; "
-        f"{len(summary['not_applicable'])} selected ops support none of the requested dtypes on the CPU."
+        f"{len(summary['not_applicable'])} selected ops support none of the requested dtypes on cuda or the CPU."
     )
     lines += [
         "",
@@ -196,7 +196,7 @@ def render(report: Dict[str, Any], results: List[TaskResult]) -> str:
         lines += section + [""]
     not_applicable = report["summary"]["not_applicable"]
     if not_applicable:
-        lines += ["## Not run", "", "Ops that support none of the requested dtypes on the CPU: " + ", ".join(not_applicable), ""]
+        lines += ["## Not run", "", "Ops that support none of the requested dtypes on cuda or the CPU: " + ", ".join(not_applicable), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

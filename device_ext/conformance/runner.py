@@ -38,6 +38,7 @@ from .compare import AliasInfo, alias_signature, describe_alias_difference, desc
 from .results import Status, TaskResult, dtype_name
 from .samples import Sample, select_samples
 from .transfer import replicate_sample
+from .widening import Widening, widening_for
 
 FUNCTION, INPLACE, OUT = "function", "inplace", "out"
 VARIANTS = (FUNCTION, INPLACE, OUT)
@@ -101,8 +102,10 @@ def _synchronize(device: torch.device) -> None:
         torch.get_device_module(device.type).synchronize(device)
 
 
-def _execute(op: OpInfo, form: CallForm, sample: Sample, device: torch.device, template: Any) -> Outcome:
+def _execute(op: OpInfo, form: CallForm, sample: Sample, device: torch.device, template: Any, widen: Optional[Widening] = None) -> Outcome:
     copy = replicate_sample(sample.input, device, sample.stay_on_cpu)
+    if widen is not None:  # the CPU's reference at a dtype it lacks
+        copy, template = widen.widen_sample(copy), widen.widen(template)
     leaves = pytree.tree_leaves((copy.input, copy.args, copy.kwargs))
     # A factory call without tensor or device arguments (linspace(1, 3, 1))
     # creates its result on the default device: make that the device under
@@ -114,8 +117,11 @@ def _execute(op: OpInfo, form: CallForm, sample: Sample, device: torch.device, t
     # belongs to this op and sample, not to whatever runs next.
     _synchronize(device)
     arguments = [leaf for leaf in pytree.tree_leaves((leaves, written)) if isinstance(leaf, torch.Tensor)]
+    aliases = alias_signature(result, arguments)
+    if widen is not None:
+        result, arguments = widen.narrow(result), widen.narrow(arguments)
     processed = sample.input.output_process_fn_grad(result)
-    return Outcome(result, processed, arguments, alias_signature(result, arguments))
+    return Outcome(result, processed, arguments, aliases)
 
 
 class _RandomOpRecorder(TorchDispatchMode):
@@ -132,7 +138,7 @@ class _RandomOpRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _randomness(op: OpInfo, form: CallForm, sample: Sample, template: Any) -> Optional[str]:
+def _randomness(op: OpInfo, form: CallForm, sample: Sample, template: Any, widen: Optional[Widening]) -> Optional[str]:
     """Why the values of this call are random, or None.
 
     OpInfos seed their random ops (wrapper_set_seed), so two CPU runs agree
@@ -143,7 +149,7 @@ def _randomness(op: OpInfo, form: CallForm, sample: Sample, template: Any) -> Op
     recorder = _RandomOpRecorder()
     try:
         with recorder:
-            _execute(op, form, sample, CPU, template)
+            _execute(op, form, sample, CPU, template, widen)
     except Exception:  # noqa: BLE001  (the plain run succeeded; this one only looks)
         return None
     if not recorder.random_ops:
@@ -151,9 +157,9 @@ def _randomness(op: OpInfo, form: CallForm, sample: Sample, template: Any) -> Op
     return "random values (calls " + ", ".join(sorted(recorder.random_ops)) + ", tagged nondeterministic_seeded)"
 
 
-def _execute_on_cpu(op: OpInfo, form: CallForm, sample: Sample, template: Any) -> Tuple[Outcome, Optional[str]]:
+def _execute_on_cpu(op: OpInfo, form: CallForm, sample: Sample, template: Any, widen: Optional[Widening]) -> Tuple[Outcome, Optional[str]]:
     """The CPU's reference run, and why its values are random if they are."""
-    return _execute(op, form, sample, CPU, template), _randomness(op, form, sample, template)
+    return _execute(op, form, sample, CPU, template, widen), _randomness(op, form, sample, template, widen)
 
 
 def _difference(expected: Outcome, actual: Outcome, tolerance_for: policy.ToleranceFn, device_type: str, values: bool) -> Optional[str]:
@@ -189,9 +195,14 @@ class _OpCheck:
         self.device = torch.device(options.device)
         self.forms = [FUNCTION] + [v for v in options.variants if v != FUNCTION]
         self.tally = Tally(name, dtype_name(dtype))
-        self.tolerance_for = policy.tolerances(op, self.device.type, dtype)
+        self.widen = widening_for(op, dtype)
+        self.tolerance_for = policy.tolerances(op, self.device.type, dtype, widened=self.widen is not None)
         self.uninitialised = policy.declared_uninitialised(op)
         self.caveat = policy.declared_caveat(op, self.device.type, dtype)
+        # The widening the current sample's reference uses: none when the
+        # CPU computes the sample at the dtype itself (the OpInfo's CPU list
+        # can be narrower than what the kernels do).
+        self.sample_widen: Optional[Widening] = None
 
     def _applies(self, variant: str, sample: Sample, function_result: Any) -> bool:
         if variant == INPLACE:
@@ -210,7 +221,7 @@ class _OpCheck:
                 continue
             form = CALL_FORMS[variant]
             try:
-                expected, random = _execute_on_cpu(self.op, form, sample, template)
+                expected, random = self._reference(variant, form, sample, template)
             except Exception as error:  # noqa: BLE001
                 # Not a valid input (or this call form does not exist for it).
                 if variant == FUNCTION:
@@ -224,6 +235,17 @@ class _OpCheck:
                 self.tally.skipped(f"the CPU's {variant} result differs from its function result: no reference")
                 continue
             self._check_on_device(sample, variant, form, expected, template, not_comparable)
+
+    def _reference(self, variant: str, form: CallForm, sample: Sample, template: Any) -> Tuple[Outcome, Optional[str]]:
+        if variant == FUNCTION:
+            self.sample_widen = None
+            try:
+                return _execute_on_cpu(self.op, form, sample, template, None)
+            except Exception:  # noqa: BLE001  (a dtype the CPU lacks: computed wider, below)
+                if self.widen is None:
+                    raise
+            self.sample_widen = self.widen
+        return _execute_on_cpu(self.op, form, sample, template, self.sample_widen)
 
     def _cpu_variant_differs(self, function: Outcome, variant: Outcome) -> bool:
         """Whether the CPU's in-place/out= call disagrees with its own
@@ -260,7 +282,7 @@ class _OpCheck:
 
     def _cpu_not_reproducible(self, sample: Sample, form: CallForm, first: Outcome, template: Any) -> Optional[str]:
         try:
-            again = _execute(self.op, form, sample, CPU, template)
+            again = _execute(self.op, form, sample, CPU, template, self.sample_widen)
         except Exception:  # noqa: BLE001  (the first CPU run succeeded: it stays the reference)
             return None
         if _difference(first, again, self.tolerance_for, "cpu", values=True) is None:
