@@ -295,13 +295,33 @@ def test_uninitialised_output_is_skipped_but_checked_for_shape() -> None:
     assert "uninitialised" in result.reason
 
 
-def test_dtype_selection_follows_the_cpu_dtypes() -> None:
+def test_dtype_selection_follows_cudas_dtypes() -> None:
     ops = opdb.load_ops()
-    selection = opdb.select(ops, "all", include=["^add$"])
-    assert {task.dtype for task in selection.tasks} == {str(d).replace("torch.", "") for d in ops["add"].supported_dtypes("cpu")}
+    selection = opdb.select(ops, "all", include=["^add$"], layouts=[opdb.STRIDED])
+    expected = set(ops["add"].supported_dtypes("cuda")) | set(ops["add"].supported_dtypes("cpu"))
+    assert {task.dtype for task in selection.tasks} == {str(d).replace("torch.", "") for d in expected}
+    # histc: cuda (and so mydev) has integer dtypes the CPU lacks.
+    histc = {task.dtype for task in opdb.select(ops, "all", include=["^histc$"], layouts=[opdb.STRIDED]).tasks}
+    assert "int32" in histc and torch.int32 not in ops["histc"].supported_dtypes("cpu")
     assert opdb.select(ops, "float32", include=["^add$"], exclude=["add"]).tasks == []
     # An op without the requested dtype is listed as not applicable.
     assert opdb.select(ops, "float32", include=["^bitwise_and$"]).not_applicable == ["bitwise_and"]
+
+
+def test_sparse_section_checks_the_opinfos_sparse_samples() -> None:
+    ops = opdb.load_ops()
+    names = [task.op for task in opdb.select(ops, "float32", include=["^abs$"]).tasks]
+    assert names == ["abs", "abs[sparse_coo]", "abs[sparse_csr]", "abs[sparse_csc]", "abs[sparse_bsr]", "abs[sparse_bsc]"]
+    for name in names[1:]:
+        op, layout = opdb.resolve(ops, name)
+        result = run_op(op, torch.float32, RunOptions(max_samples=3), layout)
+        assert result.op == name and result.status == Status.PASS, (name, result.status, result.reason)
+
+
+def test_reference_at_a_dtype_the_cpu_lacks_is_computed_wider() -> None:
+    ops = opdb.load_ops()
+    result = run_op(ops["exp"], torch.complex32, RunOptions(max_samples=3))
+    assert result.status == Status.PASS, result.reason
 
 
 def test_common_ops_pass_at_float32() -> None:

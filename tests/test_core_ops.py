@@ -1194,23 +1194,3 @@ def _raise_same(fn, x_ref, *args):
 )
 def test_op_errors_match_cpu(name, fn, args):
     _raise_same(fn, sample((4, 4), seed=25), *args)
-
-
-def test_sparse_coo_is_refused_with_a_clear_error():
-    dense = torch.randn(3, 3, device="mydev")
-    with pytest.raises(NotImplementedError, match="mydev has no kernels for sparse tensors"):
-        dense.to_sparse()
-    torch.testing.assert_close((dense * 2).cpu(), dense.cpu() * 2)
-
-
-def test_sparse_csr_can_be_built_but_not_computed_on():
-    # CSR's components are dense tensors, so building it works; computing on
-    # the layout is refused.
-    dense = torch.randn(3, 3, device="mydev")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "Sparse CSR tensor support is in beta"
-        csr = dense.to_sparse_csr()
-    assert csr.layout == torch.sparse_csr and csr.device == dense.device
-    with pytest.raises(NotImplementedError, match="mydev has no kernels for sparse tensors"):
-        csr.to_dense()
-    torch.testing.assert_close((dense * 2).cpu(), dense.cpu() * 2)

@@ -14,4 +14,7 @@ namespace mydev {
 void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                  torch::jit::Stack* stack);
 
+// Raises cuda's error for a call mixing tensors of devices `a` and `b`.
+[[noreturn]] void throwDeviceMismatch(c10::Device a, c10::Device b);
+
 }  // namespace mydev

@@ -51,13 +51,22 @@ def _variants(text: str) -> List[str]:
     return chosen
 
 
+def _layouts(text: str) -> List[str]:
+    chosen = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = set(chosen) - {opdb.STRIDED, *opdb.SPARSE_LAYOUTS}
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown layouts {sorted(unknown)}; choose from {opdb.STRIDED}, {', '.join(opdb.SPARSE_LAYOUTS)}")
+    return chosen
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m device_ext.conformance",
         description="Run PyTorch's OpInfo database on the device, compare every result with the CPU's, "
         "and report per op and dtype: pass, mismatch, missing kernel, error or skipped.",
     )
-    parser.add_argument("--dtypes", default="float32", help='comma-separated dtypes, or "all": every dtype the op supports on the CPU (default float32)')
+    parser.add_argument("--dtypes", default="float32", help='comma-separated dtypes, or "all": every dtype the op supports on cuda or the CPU (default float32)')
+    parser.add_argument("--layouts", type=_layouts, default=[opdb.STRIDED, *opdb.SPARSE_LAYOUTS], metavar="LIST", help="input layouts: strided and the sparse ones the OpInfo supports (the sparse section; default all: " + ",".join((opdb.STRIDED,) + opdb.SPARSE_LAYOUTS) + ")")
     parser.add_argument("--ops", action="append", default=[], metavar="REGEX", help="check only ops whose full name matches (searched, so a substring works); repeatable")
     parser.add_argument("--exclude", action="append", default=[], metavar="REGEX", help="skip ops whose full name matches; repeatable")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the full report as JSON")
@@ -91,7 +100,8 @@ def _run_tasks(args: argparse.Namespace, selection: opdb.Selection, ops: Dict[st
         if args.jobs == 0:
             device_info = device_description(options.device)
             for task in selection.tasks:
-                on_result(run_op(ops[task.op], opdb.parse_dtype(task.dtype), options))
+                op, layout = opdb.resolve(ops, task.op)
+                on_result(run_op(op, opdb.parse_dtype(task.dtype), options, layout))
         else:
             env = {**os.environ, "MYDEV_CPU_FALLBACK": CPU_FALLBACK_POLICY}
             pool = WorkerPool(args.jobs, args.timeout_per_op, options, args.extra_ops, env)
@@ -122,6 +132,7 @@ def _settings(args: argparse.Namespace, argv: Optional[List[str]]) -> Dict[str, 
         "dtypes": args.dtypes,
         "ops": args.ops,
         "exclude": args.exclude,
+        "layouts": list(args.layouts),
         "max_samples": args.max_samples,
         "inputs": args.inputs,
         "samples_on_device": args.samples_on_device,
@@ -154,7 +165,7 @@ def _meets(summary: Dict[str, Any], min_pass_rate: float) -> bool:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     ops = opdb.load_ops(args.extra_ops)
-    selection = opdb.select(ops, args.dtypes, args.ops, args.exclude)
+    selection = opdb.select(ops, args.dtypes, args.ops, args.exclude, args.layouts)
     if args.list:
         for task in selection.tasks:
             print(f"{task.op}\t{task.dtype}")

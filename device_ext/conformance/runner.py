@@ -39,6 +39,7 @@ from .compare import AliasInfo, alias_signature, describe_alias_difference, desc
 from .results import Status, TaskResult, dtype_name
 from .samples import Sample, select_samples
 from .transfer import replicate_sample
+from .widening import Widening, widening_for
 
 FUNCTION, INPLACE, OUT = "function", "inplace", "out"
 VARIANTS = (FUNCTION, INPLACE, OUT)
@@ -106,8 +107,10 @@ def _synchronize(device: torch.device) -> None:
         torch.get_device_module(device.type).synchronize(device)
 
 
-def _execute(op: OpInfo, form: CallForm, sample: Sample, device: torch.device, template: Any) -> Outcome:
+def _execute(op: OpInfo, form: CallForm, sample: Sample, device: torch.device, template: Any, widen: Optional[Widening] = None) -> Outcome:
     copy = replicate_sample(sample.input, device, sample.stay_on_cpu)
+    if widen is not None:  # the CPU's reference at a dtype it lacks
+        copy, template = widen.widen_sample(copy), widen.widen(template)
     leaves = pytree.tree_leaves((copy.input, copy.args, copy.kwargs))
     # A factory call without tensor or device arguments (linspace(1, 3, 1))
     # creates its result on the default device: make that the device under
@@ -119,8 +122,11 @@ def _execute(op: OpInfo, form: CallForm, sample: Sample, device: torch.device, t
     # belongs to this op and sample, not to whatever runs next.
     _synchronize(device)
     arguments = [leaf for leaf in pytree.tree_leaves((leaves, written)) if isinstance(leaf, torch.Tensor)]
+    aliases = alias_signature(result, arguments)
+    if widen is not None:
+        result, arguments = widen.narrow(result), widen.narrow(arguments)
     processed = sample.input.output_process_fn_grad(result)
-    return Outcome(result, processed, arguments, alias_signature(result, arguments))
+    return Outcome(result, processed, arguments, aliases)
 
 
 class _RandomOpRecorder(TorchDispatchMode):
@@ -137,7 +143,7 @@ class _RandomOpRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _randomness(op: OpInfo, form: CallForm, sample: Sample, template: Any) -> Optional[str]:
+def _randomness(op: OpInfo, form: CallForm, sample: Sample, template: Any, widen: Optional[Widening]) -> Optional[str]:
     """Why the values of this call are random, or None.
 
     OpInfos seed their random ops (wrapper_set_seed), so two CPU runs agree
@@ -148,7 +154,7 @@ def _randomness(op: OpInfo, form: CallForm, sample: Sample, template: Any) -> Op
     recorder = _RandomOpRecorder()
     try:
         with recorder:
-            _execute(op, form, sample, CPU, template)
+            _execute(op, form, sample, CPU, template, widen)
     except Exception:  # noqa: BLE001  (the plain run succeeded; this one only looks)
         return None
     if not recorder.random_ops:
@@ -156,9 +162,9 @@ def _randomness(op: OpInfo, form: CallForm, sample: Sample, template: Any) -> Op
     return "random values (calls " + ", ".join(sorted(recorder.random_ops)) + ", tagged nondeterministic_seeded)"
 
 
-def _execute_on_cpu(op: OpInfo, form: CallForm, sample: Sample, template: Any) -> Tuple[Outcome, Optional[str]]:
+def _execute_on_cpu(op: OpInfo, form: CallForm, sample: Sample, template: Any, widen: Optional[Widening]) -> Tuple[Outcome, Optional[str]]:
     """The CPU's reference run, and why its values are random if they are."""
-    return _execute(op, form, sample, CPU, template), _randomness(op, form, sample, template)
+    return _execute(op, form, sample, CPU, template, widen), _randomness(op, form, sample, template, widen)
 
 
 def _difference(
@@ -191,15 +197,20 @@ def device_problem(device: torch.device) -> Optional[str]:
 class _OpCheck:
     """Checking one op at one dtype: the tally, and the per-op policy."""
 
-    def __init__(self, op: OpInfo, dtype: torch.dtype, options: RunOptions) -> None:
+    def __init__(self, op: OpInfo, dtype: torch.dtype, options: RunOptions, name: str) -> None:
         self.op = op
         self.device = torch.device(options.device)
         self.forms = [FUNCTION] + [v for v in options.variants if v != FUNCTION]
-        self.tally = Tally(op.full_name, dtype_name(dtype))
-        self.tolerance_for = policy.tolerances(op, self.device.type, dtype)
+        self.tally = Tally(name, dtype_name(dtype))
+        self.widen = widening_for(op, dtype)
+        self.tolerance_for = policy.tolerances(op, self.device.type, dtype, widened=self.widen is not None)
         self.uninitialised = policy.declared_uninitialised(op)
         self.caveat = policy.declared_caveat(op, self.device.type, dtype)
         self.strides = options.samples_on_device
+        # The widening the current sample's reference uses: none when the
+        # CPU computes the sample at the dtype itself (the OpInfo's CPU list
+        # can be narrower than what the kernels do).
+        self.sample_widen: Optional[Widening] = None
 
     def _applies(self, variant: str, sample: Sample, function_result: Any) -> bool:
         if variant == INPLACE:
@@ -218,7 +229,7 @@ class _OpCheck:
                 continue
             form = CALL_FORMS[variant]
             try:
-                expected, random = _execute_on_cpu(self.op, form, sample, template)
+                expected, random = self._reference(variant, form, sample, template)
             except Exception as error:  # noqa: BLE001
                 # Not a valid input (or this call form does not exist for it).
                 if variant == FUNCTION:
@@ -232,6 +243,17 @@ class _OpCheck:
                 self.tally.skipped(f"the CPU's {variant} result differs from its function result: no reference")
                 continue
             self._check_on_device(sample, variant, form, expected, template, not_comparable)
+
+    def _reference(self, variant: str, form: CallForm, sample: Sample, template: Any) -> Tuple[Outcome, Optional[str]]:
+        if variant == FUNCTION:
+            self.sample_widen = None
+            try:
+                return _execute_on_cpu(self.op, form, sample, template, None)
+            except Exception:  # noqa: BLE001  (a dtype the CPU lacks: computed wider, below)
+                if self.widen is None:
+                    raise
+            self.sample_widen = self.widen
+        return _execute_on_cpu(self.op, form, sample, template, self.sample_widen)
 
     def _cpu_variant_differs(self, function: Outcome, variant: Outcome) -> bool:
         """Whether the CPU's in-place/out= call disagrees with its own
@@ -270,7 +292,7 @@ class _OpCheck:
 
     def _cpu_not_reproducible(self, sample: Sample, form: CallForm, first: Outcome, template: Any) -> Optional[str]:
         try:
-            again = _execute(self.op, form, sample, CPU, template)
+            again = _execute(self.op, form, sample, CPU, template, self.sample_widen)
         except Exception:  # noqa: BLE001  (the first CPU run succeeded: it stays the reference)
             return None
         if _difference(first, again, self.tolerance_for, "cpu", values=True) is None:
@@ -278,10 +300,11 @@ class _OpCheck:
         return "the CPU gives different values on two runs of the same sample"
 
 
-def run_op(op: OpInfo, dtype: torch.dtype, options: RunOptions = RunOptions()) -> TaskResult:
-    """Checks `op` at `dtype`; never raises for anything the op does."""
+def run_op(op: OpInfo, dtype: torch.dtype, options: RunOptions = RunOptions(), layout: str = "strided") -> TaskResult:
+    """Checks `op` at `dtype` with inputs of `layout` (strided, or one of
+    the sparse layouts); never raises for anything the op does."""
     started = time.monotonic()
-    check = _OpCheck(op, dtype, options)
+    check = _OpCheck(op, dtype, options, op.full_name if layout == "strided" else f"{op.full_name}[{layout}]")
     samples: List[Sample] = []
     with warnings.catch_warnings():
         # Deprecation and performance warnings from thousands of samples
@@ -290,7 +313,7 @@ def run_op(op: OpInfo, dtype: torch.dtype, options: RunOptions = RunOptions()) -
         try:
             samples = select_samples(
                 op, dtype, options.max_samples, reference=options.inputs == "reference",
-                on_device=options.device if options.samples_on_device else None,
+                on_device=options.device if options.samples_on_device else None, layout=layout,
             )
         except Exception as error:  # noqa: BLE001
             # Inputs are made on the CPU (unless samples_on_device): not the device's fault.

@@ -85,11 +85,17 @@ def _on_cpu(samples: List[SampleInput]) -> List[FrozenSet[int]]:
 
 
 def select_samples(
-    op: OpInfo, dtype: torch.dtype, limit: Optional[int] = None, reference: bool = False, on_device: Optional[str] = None
+    op: OpInfo, dtype: torch.dtype, limit: Optional[int] = None, reference: bool = False, on_device: Optional[str] = None,
+    layout: str = "strided",
 ) -> List[Sample]:
     """The samples to check with. `on_device`: generate them for that device
     (as PyTorch's device tests do, ``op.sample_inputs(device, dtype)``), so
     that the device's own kernels make them, and the CPU gets copies."""
+    if layout != "strided":
+        # The OpInfo's samples with inputs of a sparse layout (made from its
+        # dense samples); they create no tensors by default placement.
+        sparse = list(op.sample_inputs_sparse(getattr(torch, layout), "cpu", dtype, requires_grad=False))
+        return [Sample(i, sparse[i]) for i in _spread(len(sparse), limit)]
     generate = op.reference_inputs if reference else op.sample_inputs
     if on_device is not None:
         samples = list(generate(on_device, dtype, requires_grad=False))
