@@ -373,6 +373,19 @@ def test_profiler_in_a_plain_script(tmp_path):
     assert "MYDEV total" in result.stdout
 
 
+def test_cpu_only_profile_records_no_device_work():
+    x = torch.ones(16, device="mydev")
+    with profile(activities=ACTIVITIES):  # the mydev profiler is now known to Kineto
+        x.add_(1)
+        torch.mydev.synchronize()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        x.mul_(2)
+        torch.mydev.synchronize()
+    assert device_events(prof) == []
+    assert not [e for e in prof.events() if e.name.startswith("mydev")]
+    assert torch.equal(x.cpu(), torch.full((16,), 4.0))
+
+
 def test_recording_off_leaves_no_records():
     # Work outside any profile leaves nothing behind for the next profile.
     for _ in range(10):
