@@ -32,11 +32,13 @@ def entries_at(snapshot, addr, device=0):
 
 
 def block_at(snapshot, addr):
+    """The segment and block holding `addr` (a freed block may have merged
+    with a free neighbour in front of it)."""
     for segment in snapshot["segments"]:
         for block in segment["blocks"]:
-            if block["address"] == addr:
+            if block["address"] <= addr < block["address"] + block["size"]:
                 return segment, block
-    raise AssertionError(f"no block at {addr:#x}")
+    raise AssertionError(f"no block holds {addr:#x}")
 
 
 def test_snapshot_has_cudas_layout(history):
@@ -117,11 +119,13 @@ def test_free_waiting_for_another_stream_is_requested_then_completed(history):
     _, block = block_at(torch.mydev.memory._snapshot(), addr)
     assert block["state"] == "active_pending_free"
     side.synchronize()
-    torch.empty(16, device="mydev")  # the next allocation completes the free
+    z = torch.empty(16, device="mydev")  # the next allocation completes the free
     snapshot = torch.mydev.memory._snapshot()
-    seen = [e["action"] for e in entries_at(snapshot, addr)]
-    assert seen[-3:] == ["alloc", "free_requested", "free_completed"]
-    assert block_at(snapshot, addr)[1]["state"] == "inactive"
+    seen = [e["action"] for e in entries_at(snapshot, addr) if "segment" not in e["action"]]
+    # (z itself may take the freed block's place.)
+    assert seen[:3] == ["alloc", "free_requested", "free_completed"]
+    expected = "active_allocated" if z.data_ptr() == addr else "inactive"
+    assert block_at(snapshot, addr)[1]["state"] == expected
     torch.testing.assert_close(y.cpu(), torch.full((4096,), 3.0))
 
 
