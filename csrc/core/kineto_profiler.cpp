@@ -112,6 +112,7 @@ class MydevProfilerSession final : public libkineto::IActivityProfilerSession {
       : types_(std::move(types)),
         buffer_(std::make_unique<libkineto::CpuTraceBuffer>()) {
     buffer_->span.name = "mydev";
+    buffer_->span.iteration = 0;  // "mydev (0)" next to "PyTorch Profiler (0)"
   }
 
   ~MydevProfilerSession() override {
