@@ -38,6 +38,10 @@ from . import _autograd_exit  # noqa: E402
 
 _autograd_exit.install()
 
+from . import _kernel_failures_at_exit  # noqa: E402
+
+_kernel_failures_at_exit.install()
+
 from . import _compile_integration  # noqa: E402
 
 _compile_integration.install()

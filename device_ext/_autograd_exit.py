@@ -18,18 +18,13 @@ earlier graph task is gone, and the barrier's own task holds no Python
 object. Remove this module when torch no longer stashes per-backward state.
 
 The barrier's tensors have no elements, so it allocates no device memory: it
-works with the device full. The same hook prints a kernel failure that
-happened but that no synchronizing call reported before exit, instead of
-dropping it (without waiting for queued work: exit stays quick).
+works with the device full.
 """
 
 import atexit
 import os
-import sys
 
 import torch
-
-from . import _C
 
 
 def _autograd_device_threads_started() -> bool:
@@ -49,7 +44,7 @@ def _autograd_device_threads_started() -> bool:
 
 
 def _drain_device_threads() -> None:
-    if not _autograd_device_threads_started():
+    if not torch.mydev.is_initialized() or not _autograd_device_threads_started():
         return
     for index in range(torch.mydev.device_count()):
         leaf = torch.empty((0,), device=f"mydev:{index}", requires_grad=True)
@@ -59,24 +54,5 @@ def _drain_device_threads() -> None:
         )
 
 
-def _report_unreported_kernel_errors() -> None:
-    # Only failures that already happened: exit does not wait for queued work.
-    for index in range(torch.mydev.device_count()):
-        message = _C._take_pending_kernel_failure(index)
-        if message is not None:
-            print(
-                f"mydev: a kernel failure on mydev:{index} was not reported by any "
-                f"synchronizing call before exit: {message}",
-                file=sys.stderr,
-            )
-
-
-def _at_exit() -> None:
-    if not torch.mydev.is_initialized():
-        return
-    _report_unreported_kernel_errors()
-    _drain_device_threads()
-
-
 def install() -> None:
-    atexit.register(_at_exit)
+    atexit.register(_drain_device_threads)
