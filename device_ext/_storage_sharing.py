@@ -99,7 +99,7 @@ def reduce_mydev_tensor(tensor: torch.Tensor) -> Tuple[Any, tuple]:
     shared = None
     if storage.nbytes() > 0:
         with _counters.lock:
-            (device, handle, offset_bytes, size_bytes, pair, took_pair, sequence) = (
+            (_, handle, offset_bytes, size_bytes, pair, took_pair, sequence) = (
                 _C._ipc_share_storage(tensor, _counters.unused_pair())
             )
             if took_pair:
