@@ -3,7 +3,9 @@
 ``import torch`` loads this package through the ``torch.backends`` entry point
 (``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off); ``import device_ext``
 works too. After either, ``torch.randn(2, device="mydev")`` and
-``torch.mydev.*`` are available.
+``torch.mydev.*`` are available. ``torch.compile`` for mydev is the separate
+package ``inductor_backend``, which depends on this one (never the reverse)
+and is loaded by an entry point of its own.
 """
 
 
@@ -34,17 +36,18 @@ from .torch_patches import multiprocessing as _multiprocessing_patch  # noqa: E4
 
 _multiprocessing_patch.apply()
 
-from . import _autograd_exit  # noqa: E402
+from .torch_patches import autograd_exit  # noqa: E402
 
-_autograd_exit.install()
+autograd_exit.apply()
 
 from . import _kernel_failures_at_exit  # noqa: E402
 
 _kernel_failures_at_exit.install()
 
-from . import _compile_integration  # noqa: E402
+from . import distributed, import_hooks  # noqa: E402
 
-_compile_integration.install()
+# The myccl c10d backend, once torch.distributed's c10d module exists.
+import_hooks.run_after_import("torch.distributed.distributed_c10d", distributed.register)
 
 from . import ops  # noqa: E402,F401  (defines the fused custom ops torch.ops.mydev.*)
 

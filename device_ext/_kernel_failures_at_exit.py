@@ -9,6 +9,7 @@ import sys
 import torch
 
 from . import _C
+from .device_name import DEVICE_NAME
 
 
 def _report_unreported_kernel_failures() -> None:
@@ -18,7 +19,7 @@ def _report_unreported_kernel_failures() -> None:
         message = _C._take_pending_kernel_failure(index)
         if message is not None:
             print(
-                f"mydev: a kernel failure on mydev:{index} was not reported by any "
+                f"{DEVICE_NAME}: a kernel failure on {DEVICE_NAME}:{index} was not reported by any "
                 f"synchronizing call before exit: {message}",
                 file=sys.stderr,
             )

@@ -18,7 +18,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from . import _C
-from ._registration import DEVICE_NAME
+from .device_name import DEVICE_NAME
 
 # Two int64 per shared storage: consumer references, last ready share.
 _PAIR_BYTES = 16

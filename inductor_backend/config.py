@@ -27,7 +27,7 @@ kernel_language: str = os.environ.get("MYDEV_INDUCTOR_KERNEL_LANGUAGE", "cpp")
 # Version of the contract between kernel modules and device_ext._C
 # (device_ext/include/mydev_compiled_kernel.h); keyed so that a cached graph
 # never loads kernels built against another version.
-compiled_kernel_abi: int = 1
+compiled_kernel_abi: int = 2
 
 
 def _build_fingerprint() -> str:

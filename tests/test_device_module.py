@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Iterator, List, Union
 import pytest
 import torch
 
-from mydev_testing import assert_device_still_usable, run_python
+from mydev_testing import assert_device_still_usable, hold_stream, release_from_another_thread, run_python
 
 MiB = 1 << 20
 # Default-seed of every fresh generator (c10::default_rng_seed_val), as on cuda.
@@ -379,11 +379,14 @@ def test_accelerator_device_index() -> None:
 @pytest.mark.parametrize("index", [0, 1])
 def test_accelerator_synchronize_waits_for_queued_work(index: int) -> None:
     with torch.mydev.device(index):
-        torch.mydev._sleep(500)
+        latch = hold_stream()
+        y = torch.arange(4.0, device="mydev") * 2
     stream = torch.mydev.current_stream(index)
     assert not stream.query()  # the host returned before the kernel ran
+    release_from_another_thread(latch)
     torch.accelerator.synchronize(index)
     assert stream.query()
+    assert torch.equal(y.cpu(), torch.arange(4.0) * 2)
 
 
 def test_accelerator_current_stream() -> None:

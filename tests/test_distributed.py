@@ -139,14 +139,13 @@ def _check_async(rank: int, world_size: int) -> None:
     dev = torch.device("mydev", 0)
     # Produced on a side stream: the collective must wait for it (stream order).
     stream = torch.mydev.Stream()
-    with torch.mydev.stream(stream):
-        import device_ext._C
-
-        device_ext._C._sleep(200)  # the producer is slow: the collective must wait
+    with torch.mydev.stream(stream), torch.mydev._debug.hold_stream():
+        # The producer is held: the collective must wait for it.
         t = torch.full((1000,), float(rank + 1), device=dev) * 2
         work = dist.all_reduce(t, async_op=True)
-        assert work.wait() is True
+        assert work.wait() is True  # orders this stream after it; does not block the host
         u = t + 1  # ordered after the collective on the same stream
+        assert not work.is_completed()
     futs = work.get_future().wait()
     expected = 2.0 * sum(range(1, world_size + 1))
     torch.mydev.synchronize()
@@ -550,8 +549,6 @@ def _check_point_to_point(rank: int, world_size: int) -> None:
 def _check_peer_memory_runtime(rank: int) -> None:
     """The driver's IPC handles: rank 0 shares a device buffer, rank 1 maps
     it and reads what rank 0 wrote (gloo on CPU carries the handle)."""
-    import ctypes
-
     import torch.distributed as dist
     from device_ext import _C
 
@@ -570,7 +567,8 @@ def _check_peer_memory_runtime(rank: int) -> None:
     ptr = _C._ipc_open_mem_handle(peer_handle)
     again = _C._ipc_open_mem_handle(peer_handle)  # the cached mapping
     assert again == ptr
-    seen = torch.frombuffer(bytearray(ctypes.string_at(ptr + peer_offset, 4096 * 4)),
+    # A device pointer: the host reads it through a copy, never directly.
+    seen = torch.frombuffer(bytearray(_C._ipc_read(ptr + peer_offset, 4096 * 4)),
                             dtype=torch.int32)
     assert torch.equal(seen, torch.arange(4096, dtype=torch.int32) * (peer + 3))
     _C._ipc_close_mem_handle(again)

@@ -2,6 +2,8 @@
 
 #include <c10/core/TensorImpl.h>
 
+#include "../runtime/mydev_runtime.h"
+
 namespace mydev {
 
 at::Tensor hostView(const at::Tensor& device_tensor) {
@@ -10,7 +12,7 @@ at::Tensor hostView(const at::Tensor& device_tensor) {
   // A non-owning DataPtr: the device tensor keeps the memory alive.
   c10::Storage host_storage(
       c10::Storage::use_byte_size_t(), device_storage->nbytes(),
-      c10::DataPtr(device_storage->mutable_data(), c10::Device(c10::kCPU)),
+      c10::DataPtr(mydevKernelPointer(device_storage->data()), c10::Device(c10::kCPU)),
       /*allocator=*/nullptr, /*resizable=*/false);
   auto view = at::detail::make_tensor<c10::TensorImpl>(
       std::move(host_storage), c10::DispatchKeySet(c10::DispatchKey::CPU),

@@ -1,6 +1,7 @@
 // The simulator's "vendor kernel library": inside a kernel, device memory is
-// host-addressable, so a kernel views device tensors as CPU tensors (no copy)
-// and runs ATen's optimized CPU kernels on them. Only kernels may do this.
+// reachable through the driver's kernel-side addresses (mydevKernelPointer),
+// so a kernel views device tensors as CPU tensors (no copy) and runs ATen's
+// optimized CPU kernels on them. Only kernels may touch a view's data.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -8,9 +9,11 @@
 namespace mydev {
 
 // A CPU tensor over the same bytes as `device_tensor` (same sizes, strides,
-// storage offset, dtype and conjugate/negative bits). Its data may be read or
-// written only inside a kernel; on the host it may stand in for a CPU tensor
-// of the same layout where only metadata is inspected.
+// storage offset, dtype and conjugate/negative bits), at the kernel-side
+// address of its storage. Its data may be read or written only inside a
+// kernel; on the host it may stand in for a CPU tensor of the same layout
+// where only metadata is inspected. A storage without memory (resized to 0)
+// gives a view whose data is an illegal address, as on silicon.
 at::Tensor hostView(const at::Tensor& device_tensor);
 
 }  // namespace mydev

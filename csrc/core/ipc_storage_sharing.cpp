@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "device.h"
 #include "mydev_stream.h"
 #include "runtime_check.h"
 

@@ -42,7 +42,8 @@ char* PeerMemory::open(int peer, const PeerBuffer& buffer, std::string* why) {
   } else {
     opened_.push_back(base);
   }
-  return static_cast<char*>(base) + buffer.offset;
+  // Kernel-side: the algorithms use it inside their kernels only.
+  return static_cast<char*>(mydevKernelPointer(base)) + buffer.offset;
 }
 
 char* PeerMemory::openOrThrow(int peer, const PeerBuffer& buffer) {

@@ -20,8 +20,8 @@ class PeerMemory {
   // This rank's device buffer at `ptr` as peers can open it.
   static PeerBuffer publish(const void* ptr);
 
-  // `peer`'s buffer mapped here, or nullptr and the reason in `why`. Valid
-  // until closeOpened().
+  // The kernel-side address (mydevKernelPointer) of `peer`'s buffer mapped
+  // here, or nullptr and the reason in `why`. Valid until closeOpened().
   char* open(int peer, const PeerBuffer& buffer, std::string* why);
   // Like open(), but throws if the buffer cannot be mapped.
   char* openOrThrow(int peer, const PeerBuffer& buffer);

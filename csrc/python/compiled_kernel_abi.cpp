@@ -18,6 +18,7 @@
 #include <exception>
 #include <memory>
 
+#include "../core/device.h"
 #include "../core/mydev_stream.h"
 #include "../core/runtime_check.h"
 
@@ -47,7 +48,7 @@ int tensorArgument(PyObject* object, const char* kernel, int argument, int devic
                    argument, tensor.device().str().c_str(), device);
       return -1;
     }
-    *device_pointer = tensor.data_ptr();
+    *device_pointer = mydevKernelPointer(tensor.data_ptr());
     return 0;
   }
   if (tensor.device().is_cpu() && tensor.numel() == 1 &&
@@ -59,6 +60,8 @@ int tensorArgument(PyObject* object, const char* kernel, int argument, int devic
                "tensor)", kernel, argument, tensor.device().str().c_str());
   return -1;
 }
+
+void* kernelPointer(void* device_pointer) { return mydevKernelPointer(device_pointer); }
 
 int streamDevice(void* stream) {
   int device = -1;
@@ -265,6 +268,7 @@ int attentionBackward(MydevTensorHandle grad_out, MydevTensorHandle query,
 const MydevCompiledKernelAbi kAbi{
     MYDEV_COMPILED_KERNEL_ABI_VERSION,
     &tensorArgument,
+    &kernelPointer,
     &streamDevice,
     &currentStream,
     &exchangeDevice,

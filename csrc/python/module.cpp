@@ -13,6 +13,7 @@
 #include "../aten/cpu_fallback_policy.h"
 #include "../aten/debug_kernels.h"
 #include "../core/caching_allocator.h"
+#include "../core/device.h"
 #include "../core/generator.h"
 #include "../core/ipc_storage_sharing.h"
 #include "../core/kernel_errors.h"
@@ -20,8 +21,9 @@
 #include "../core/runtime_check.h"
 #include "../custom_ops/custom_ops.h"
 #include "../distributed/gloo_transport_backend.h"
-#include "../distributed/myccl_backend.h"
+#include "../distributed/shm_transport_backend.h"
 #include "compiled_kernel_abi.h"
+#include "memory_history_bindings.h"
 #include "triton_launch_bindings.h"
 
 namespace py = pybind11;
@@ -240,6 +242,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sleep", &sleepOnCurrentStream, py::arg("milliseconds"),
         py::call_guard<py::gil_scoped_release>());
   m.def("_fail_on_stream", &failOnCurrentStream, py::arg("message"));
+  // torch.mydev._debug.hold_stream() wraps these for tests.
+  py::class_<StreamLatch, std::shared_ptr<StreamLatch>>(m, "_StreamLatch")
+      .def(py::init<>())
+      .def("release", &StreamLatch::release)
+      .def_property_readonly("released", &StreamLatch::released)
+      .def_property_readonly("reached", &StreamLatch::reached)
+      .def("wait_until_reached", &StreamLatch::waitUntilReached,
+           py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
+  m.def("_hold_stream", &holdCurrentStream, py::arg("latch"), py::arg("timeout"),
+        py::call_guard<py::gil_scoped_release>());
 
   // The fused custom ops' kernels (device_ext/ops/ defines the ops).
   m.def("_fused_rms_norm", &custom_ops::rmsNorm, py::arg("x"), py::arg("weight"),
@@ -259,24 +271,25 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fused_kernels_isa", &custom_ops::fusedKernelsIsa);
 
   bindTritonLaunch(m);  // device_ext/triton_backend launches through it
+  bindMemoryHistory(m);  // torch.mydev.memory._record_memory_history
 
   // The myccl c10d backend (device_ext/distributed.py registers it). The
   // base class is the one torch binds in torch._C._distributed_c10d.
   py::module::import("torch._C._distributed_c10d");
-  py::class_<distributed::MycclBackend, c10d::Backend,
-             c10::intrusive_ptr<distributed::MycclBackend>>(m, "MycclBackend")
+  py::class_<distributed::ShmTransportBackend, c10d::Backend,
+             c10::intrusive_ptr<distributed::ShmTransportBackend>>(m, "ShmTransportBackend")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout) {
-             return c10::make_intrusive<distributed::MycclBackend>(store, rank, size,
+             return c10::make_intrusive<distributed::ShmTransportBackend>(store, rank, size,
                                                                    timeout);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>())
-      .def("algorithm_counts", &distributed::MycclBackend::algorithmCounts)
+      .def("algorithm_counts", &distributed::ShmTransportBackend::algorithmCounts)
       // split_group() deep-copies the parent backend's `options`; None keeps
       // the parent's timeout.
       .def_property_readonly("options",
-                             [](const distributed::MycclBackend&) { return py::none(); });
+                             [](const distributed::ShmTransportBackend&) { return py::none(); });
   m.def("_myccl_python_is_exiting", &distributed::CommStreamBackend::pythonIsExiting);
   // The driver's peer-memory calls, for tests of them across processes: a
   // handle's bytes, and opening one to a raw address (read it only once the
@@ -317,15 +330,28 @@ PYBIND11_MODULE(_C, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("_ipc_collect", &collectReleasedStorages, py::call_guard<py::gil_scoped_release>());
   m.def("_ipc_release_received_at_exit", &releaseReceivedAtExit);
+  // An opened pointer is a device pointer like any other: the host reads it
+  // through a copy.
+  m.def("_ipc_read", [](uintptr_t ptr, size_t nbytes) {
+    std::string bytes(nbytes, '\0');
+    MYDEV_CHECK(mydevMemcpy(bytes.data(), reinterpret_cast<const void*>(ptr), nbytes,
+                            mydevMemcpyDeviceToHost, nullptr));
+    return py::bytes(bytes);
+  });
+  // The driver's translation, for the Triton executor (it computes with
+  // device addresses and loads and stores at the kernel-side ones).
+  m.def("_kernel_pointer", [](uintptr_t ptr) {
+    return reinterpret_cast<uintptr_t>(mydevKernelPointer(reinterpret_cast<const void*>(ptr)));
+  });
   // myccl over gloo's TCP transport (device_ext/_myccl_transport.py picks
   // it); `gloo` is a torch.distributed.ProcessGroupGloo of the same ranks.
-  py::class_<distributed::MycclGlooBackend, c10d::Backend,
-             c10::intrusive_ptr<distributed::MycclGlooBackend>>(m, "MycclGlooBackend")
+  py::class_<distributed::GlooTransportBackend, c10d::Backend,
+             c10::intrusive_ptr<distributed::GlooTransportBackend>>(m, "GlooTransportBackend")
       .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& gloo,
                        std::chrono::milliseconds timeout) {
-             return c10::make_intrusive<distributed::MycclGlooBackend>(gloo, timeout);
+             return c10::make_intrusive<distributed::GlooTransportBackend>(gloo, timeout);
            }),
            py::arg("gloo"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("options",
-                             [](const distributed::MycclGlooBackend&) { return py::none(); });
+                             [](const distributed::GlooTransportBackend&) { return py::none(); });
 }

@@ -18,9 +18,11 @@ constexpr long long kMinDefaultMemoryMiB = 256;
 // allocator maps device memory in segments of at least 2 MiB, so a smaller
 // device could not hold even a one-byte tensor.
 constexpr long long kMinMemoryMiB = 2;
-// 64 TiB per device: far beyond any host, and it keeps the address-space
-// reservation of all arenas inside a 47-bit user address space.
-constexpr long long kMaxMemoryMiB = 64ll << 20;
+// 1 TiB per device: beyond any host. The address space reserves several
+// times each device's capacity (address_space.h); a configuration whose
+// reservation does not fit the 47-bit user address space fails at
+// initialisation with a message saying so.
+constexpr long long kMaxMemoryMiB = 1ll << 20;
 
 // Unset and empty both mean "use the default".
 const char* env(const char* name) {

@@ -10,7 +10,7 @@ namespace mydev_sim {
 
 struct Config {
   int device_count = 2;
-  size_t memory_bytes = 0;  // capacity of each device's arena
+  size_t memory_bytes = 0;  // capacity of each device's memory
   bool launch_blocking = false;
   bool peer_memory = true;  // MYDEV_PEER_MEMORY
 };

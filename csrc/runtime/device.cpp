@@ -1,14 +1,14 @@
 #include "device.h"
 
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
+#include "address_space.h"
 #include "align.h"
-#include "arena.h"
+#include "device_memory.h"
 #include "error.h"
 #include "ipc.h"
 #include "lifecycle.h"
@@ -21,10 +21,15 @@ namespace {
 // destruction proceed anyway: a stuck kernel must not hang the process.
 constexpr std::chrono::seconds kExitGrace{2};
 
+// Each device's slot of device addresses is this many times its capacity:
+// every allocation takes fresh addresses, so fragmentation of the addresses
+// must stay harmless long after fragmentation of the memory would not.
+constexpr size_t kAddressesPerByte = 8;
+
 struct DeviceTable {
   std::vector<Device*> devices;
-  // All arenas live in one reservation, one slot per device, so finding the
-  // owner of a pointer is a subtraction and a division.
+  // The device slots of the address space, so finding the owner of a
+  // pointer is a subtraction and a division.
   char* base = nullptr;
   size_t slot_size = 0;
 };
@@ -36,26 +41,28 @@ thread_local int t_current_device = 0;
 
 }  // namespace
 
-Device::Device(int index, size_t capacity, char* arena_base, int kernel_slots)
+Device::Device(int index, size_t capacity, char* slot_base, size_t slot_size,
+               int kernel_slots)
     : index_(index),
       capacity_(capacity),
-      arena_base_(arena_base),
+      slot_base_(slot_base),
+      slot_size_(slot_size),
       gate_(kernel_slots) {}
 
-mydevError_t Device::arena(Arena** out) {
-  Arena* arena = arena_.load(std::memory_order_acquire);
-  if (arena == nullptr) {
-    std::lock_guard<std::mutex> lock(arena_mutex_);
-    arena = arena_.load(std::memory_order_relaxed);
-    if (arena == nullptr) {
-      if (mydevError_t status =
-              Arena::create(index_, arena_base_, capacity_, &arena)) {
+mydevError_t Device::memory(DeviceMemory** out) {
+  DeviceMemory* memory = memory_.load(std::memory_order_acquire);
+  if (memory == nullptr) {
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    memory = memory_.load(std::memory_order_relaxed);
+    if (memory == nullptr) {
+      if (mydevError_t status = DeviceMemory::create(
+              index_, slot_base_, slot_size_, capacity_, &memory)) {
         return status;
       }
-      arena_.store(arena, std::memory_order_release);
+      memory_.store(memory, std::memory_order_release);
     }
   }
-  *out = arena;
+  *out = memory;
   return mydevSuccess;
 }
 
@@ -104,12 +111,21 @@ void Device::record_failure(std::string message) {
   has_failure_.store(true, std::memory_order_release);
 }
 
+void Device::record_illegal_address(std::string message) {
+  std::lock_guard<std::mutex> lock(failure_mutex_);
+  if (sticky_) return;
+  sticky_ = true;
+  failure_ = std::move(message);
+  has_failure_.store(true, std::memory_order_release);
+}
+
 mydevError_t Device::report_failure() {
   if (!has_failure_.load(std::memory_order_acquire)) return mydevSuccess;
   std::string message;
   {
     std::lock_guard<std::mutex> lock(failure_mutex_);
     if (!has_failure_.load(std::memory_order_relaxed)) return mydevSuccess;
+    if (sticky_) return fail_with(mydevErrorIllegalAddress, failure_);
     message = std::move(failure_);
     failure_.clear();
     if (later_failures_ > 0) {
@@ -125,30 +141,24 @@ mydevError_t Device::report_failure() {
 }
 
 mydevError_t create_devices(const Config& config, std::string* error) {
-  auto* table = new DeviceTable;
-  // Slots are 2 MiB aligned so that arenas could use huge pages.
+  // Slots are 2 MiB aligned so that device memory could use huge pages.
   constexpr size_t kSlotAlignment = size_t{2} << 20;
-  table->slot_size = round_up(config.memory_bytes, kSlotAlignment);
-  if (config.device_count > 0) {
-    // Address space only: PROT_NONE and MAP_NORESERVE commit no memory.
-    const size_t total = table->slot_size * size_t(config.device_count);
-    void* base = mmap(nullptr, total, PROT_NONE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED) {
-      *error = format("cannot reserve %zu bytes of address space for %d "
-                      "mydev devices of %zu MiB each (MYDEV_DEVICE_COUNT, "
-                      "MYDEV_MEMORY_MB): %s",
-                      total, config.device_count, config.memory_bytes >> 20,
-                      std::strerror(errno));
-      delete table;
-      return mydevErrorInitialization;
-    }
-    table->base = static_cast<char*>(base);
+  const size_t slot_size =
+      round_up(config.memory_bytes * kAddressesPerByte, kSlotAlignment);
+  if (mydevError_t status =
+          reserve_address_space(config.device_count, slot_size, error)) {
+    return status;
   }
+  auto* table = new DeviceTable;
+  table->slot_size = slot_size;
+  table->base = address_space()->device_base;
+  // Whole pages: the capacity is what the pages add up to.
+  const size_t capacity =
+      round_down(config.memory_bytes, kDevicePageSize);
   for (int i = 0; i < config.device_count; ++i) {
-    table->devices.push_back(new Device(i, config.memory_bytes,
-                                        table->base + table->slot_size * i,
-                                        kernel_slots()));
+    table->devices.push_back(new Device(i, capacity,
+                                        table->base + slot_size * i,
+                                        slot_size, kernel_slots()));
   }
   g_table = table;
   return mydevSuccess;

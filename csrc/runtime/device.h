@@ -1,4 +1,4 @@
-// The device table: per device its arena (created on first malloc), kernel
+// The device table: per device its memory (created on first malloc), kernel
 // gate, default stream, live streams and pending-failure slot.
 #pragma once
 
@@ -14,12 +14,13 @@
 
 namespace mydev_sim {
 
-class Arena;
+class DeviceMemory;
 class Stream;
 
 class Device {
  public:
-  Device(int index, size_t capacity, char* arena_base, int kernel_slots);
+  Device(int index, size_t capacity, char* slot_base, size_t slot_size,
+         int kernel_slots);
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
@@ -27,11 +28,11 @@ class Device {
   size_t capacity() const { return capacity_; }
   KernelGate& gate() { return gate_; }
 
-  // Creates the arena on first use, so unused devices cost nothing.
-  mydevError_t arena(Arena** out);
+  // Creates the memory on first use, so unused devices cost nothing.
+  mydevError_t memory(DeviceMemory** out);
   // nullptr until the first allocation on the device.
-  Arena* existing_arena() const {
-    return arena_.load(std::memory_order_acquire);
+  DeviceMemory* existing_memory() const {
+    return memory_.load(std::memory_order_acquire);
   }
 
   // Created on first use; never destroyed.
@@ -45,18 +46,24 @@ class Device {
   // A failure of enqueued work. The first one is kept until reported; later
   // ones before that report are counted and the report mentions them.
   void record_failure(std::string message);
-  // mydevErrorLaunchFailure with the recorded message (and clears it), or
-  // success if nothing failed since the last report.
+  // An illegal address touched by enqueued work: as on CUDA, the device's
+  // state is then unknown, so the error is sticky: every later report
+  // returns it, until the process exits.
+  void record_illegal_address(std::string message);
+  // mydevErrorLaunchFailure with the recorded message (and clears it),
+  // mydevErrorIllegalAddress (kept), or success if nothing failed since the
+  // last report.
   mydevError_t report_failure();
 
  private:
   const int index_;
   const size_t capacity_;
-  char* const arena_base_;
+  char* const slot_base_;
+  const size_t slot_size_;
   KernelGate gate_;
 
-  std::mutex arena_mutex_;
-  std::atomic<Arena*> arena_{nullptr};
+  std::mutex memory_mutex_;
+  std::atomic<DeviceMemory*> memory_{nullptr};
 
   std::mutex default_stream_mutex_;
   std::atomic<Stream*> default_stream_{nullptr};
@@ -68,6 +75,7 @@ class Device {
   std::mutex failure_mutex_;
   std::string failure_;
   size_t later_failures_ = 0;
+  bool sticky_ = false;  // failure_ is an illegal address
 };
 
 // Called once by the runtime's initialisation.
@@ -78,7 +86,7 @@ int device_count();
 int kernel_slots();
 // mydevErrorInvalidDevice with a message unless 0 <= index < device_count().
 mydevError_t get_device(int index, Device** out);
-// The device whose arena address range contains `ptr`, or nullptr. O(1).
+// The device whose slot of device addresses contains `ptr`, or nullptr. O(1).
 Device* device_of_address(const void* ptr);
 int current_device();
 

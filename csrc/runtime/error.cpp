@@ -72,6 +72,7 @@ const char* mydevGetErrorString(mydevError_t error) {
     case mydevErrorNotPermitted: return "operation not permitted";
     case mydevErrorInitialization: return "initialization error";
     case mydevErrorPeerAccessUnsupported: return "cannot map peer memory";
+    case mydevErrorIllegalAddress: return "an illegal memory access was encountered";
   }
   return "unknown mydev error";
 }

@@ -2,7 +2,7 @@
 // need to know of it.
 #pragma once
 
-#include "pointer_attributes.h"
+#include <cstddef>
 
 namespace mydev_sim {
 
@@ -12,9 +12,9 @@ namespace mydev_sim {
 // still refuse (another user, exited): mydevIpcOpenMemHandle says so.
 bool peer_memory_supported();
 
-// Describes `ptr` if it lies in a peer device's memory opened here: device
-// memory of that device index (copies and pointer attributes treat it as
-// such), with the peer's whole mapped memory as its extent.
-bool describe_peer_pointer(const void* ptr, PointerInfo* info);
+// The opened peer allocation containing `ptr` (a device address of this
+// process's peer window), and the owner's device index.
+bool find_peer_allocation(const void* ptr, int* device, char** base,
+                          size_t* size);
 
 }  // namespace mydev_sim

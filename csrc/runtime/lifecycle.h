@@ -20,7 +20,7 @@ mydevError_t enter_for_query();
 const Config& config();
 
 // Called when a device gets state that cannot survive fork(): an executor
-// thread or a shared memory arena. From then on a forked child is refused;
+// thread or shared device memory. From then on a forked child is refused;
 // before it (only configuration read, device counts and properties asked) a
 // child may use the runtime as a fresh process would.
 void note_device_activated();

@@ -1,7 +1,11 @@
-// Copies and fills: validation against the arenas, the pageable/pinned
-// split, and stream ordering.
+// Copies and fills: validation against the device memory, the
+// pageable/pinned split, and stream ordering. The copy engine reaches device
+// memory through its kernel-side addresses (address_space.h).
+#include "address_space.h"
+#include "activity.h"
 #include "device.h"
 #include "error.h"
+#include "fault_handler.h"
 #include "lifecycle.h"
 #include "parallel_copy.h"
 #include "pointer_attributes.h"
@@ -91,14 +95,19 @@ mydevError_t copy_on_stream(const char* api, void* dst, const void* src,
   if (mydevError_t status = check_range(api, "source", src, count, src_info)) {
     return status;
   }
+  const AddressSpace& space = *address_space();
+  void* const engine_dst = copy_address(space, dst);
+  const void* const engine_src = copy_address(space, src);
   if (dst_info.type == mydevMemoryTypeUnregistered ||
       src_info.type == mydevMemoryTypeUnregistered) {
     // Pageable memory: the caller may reuse its buffer as soon as this
     // returns, so the copy happens now, after the stream's earlier work.
     stream->wait(stream->enqueued(), /*spin=*/true);
-    copy_bytes(dst, src, count);
+    const ActivityHostCopy activity(stream, dst, src, count);
+    copy_bytes(engine_dst, engine_src, count);
+    report_illegal_access(stream->device(), "memcpy");
   } else {
-    stream->enqueue(Task::copy(dst, src, count));
+    stream->enqueue(Task::copy(engine_dst, engine_src, count));
   }
   return finish_enqueue(stream);
 }
@@ -113,6 +122,7 @@ extern "C" {
 mydevError_t mydevMemcpyAsync(void* dst, const void* src, size_t count,
                               mydevMemcpyKind kind, mydevStream_t handle) {
   if (mydevError_t status = enter()) return status;
+  const ActivityApiScope activity("mydevMemcpyAsync");
   Stream* stream = nullptr;
   if (mydevError_t status = resolve_stream(handle, &stream)) return status;
   return copy_on_stream("mydevMemcpyAsync", dst, src, count, kind, stream);
@@ -121,6 +131,7 @@ mydevError_t mydevMemcpyAsync(void* dst, const void* src, size_t count,
 mydevError_t mydevMemcpy(void* dst, const void* src, size_t count,
                          mydevMemcpyKind kind, mydevStream_t handle) {
   if (mydevError_t status = enter()) return status;
+  const ActivityApiScope activity("mydevMemcpy");
   Stream* stream = nullptr;
   if (mydevError_t status = resolve_stream(handle, &stream)) return status;
   if (mydevError_t status =
@@ -133,6 +144,7 @@ mydevError_t mydevMemcpy(void* dst, const void* src, size_t count,
 mydevError_t mydevMemsetAsync(void* dst, int value, size_t count,
                               mydevStream_t handle) {
   if (mydevError_t status = enter()) return status;
+  const ActivityApiScope activity("mydevMemsetAsync");
   Stream* stream = nullptr;
   if (mydevError_t status = resolve_stream(handle, &stream)) return status;
   if (count == 0) return mydevSuccess;
@@ -145,7 +157,8 @@ mydevError_t mydevMemsetAsync(void* dst, int value, size_t count,
           check_range("mydevMemsetAsync", "destination", dst, count, info)) {
     return status;
   }
-  stream->enqueue(Task::fill(dst, value, count));
+  stream->enqueue(
+      Task::fill(copy_address(*address_space(), dst), value, count));
   return finish_enqueue(stream);
 }
 

@@ -16,9 +16,14 @@
 //    the next synchronizing call on that device (stream/event/device
 //    synchronize, synchronous memcpy) as mydevErrorLaunchFailure, with a
 //    message naming the kernel; reporting clears it, the device stays usable.
-//  * Device memory is not host-accessible except from enqueued work (kernels
-//    and memcpys). In the simulator it is host memory, but code above this
-//    boundary must not rely on that outside a kernel.
+//  * Device pointers are opaque to the host. They live in the device's own
+//    address space; only enqueued work (kernels, memcpys) reaches the memory
+//    behind them, and a kernel does so through mydevKernelPointer. The
+//    simulator enforces it: device addresses are reserved without access
+//    rights, so a host dereference of a device pointer faults at once (with a
+//    message naming the address, the device and the offset), and a kernel
+//    touching a device address that nothing maps fails with
+//    mydevErrorIllegalAddress at the next synchronizing call.
 #pragma once
 
 #include <cstddef>
@@ -37,6 +42,9 @@ typedef enum mydevError {
   mydevErrorNotPermitted = 7,      // e.g. use after fork
   mydevErrorInitialization = 8,    // bad configuration (env vars)
   mydevErrorPeerAccessUnsupported = 9,  // cannot map a peer process's memory
+  mydevErrorIllegalAddress = 10,   // enqueued work touched an address that
+                                   // no device memory maps; sticky: the
+                                   // device stays failed until exit
 } mydevError_t;
 
 // Short, static description of an error code.
@@ -48,7 +56,7 @@ const char* mydevGetLastErrorMessage(void);
 // ---------------------------------------------------------------- devices --
 // Configuration is read once, at the first call into the runtime:
 //   MYDEV_DEVICE_COUNT    number of devices (default 2, 0..64)
-//   MYDEV_MEMORY_MB       capacity of each device's memory arena in MiB
+//   MYDEV_MEMORY_MB       capacity of each device's memory in MiB
 //                         (default: a quarter of host RAM divided by the
 //                         device count, at least 256)
 //   MYDEV_LAUNCH_BLOCKING 1: every enqueue waits for the work to finish and
@@ -63,7 +71,7 @@ mydevError_t mydevSetDevice(int device);
 #define MYDEV_DEVICE_NAME_LEN 64
 typedef struct mydevDeviceProp {
   char name[MYDEV_DEVICE_NAME_LEN];  // "mydev simulated device"
-  size_t totalGlobalMem;             // arena capacity in bytes
+  size_t totalGlobalMem;             // memory capacity in bytes
   int multiProcessorCount;           // compute units (host hardware threads)
   int major;                         // capability version
   int minor;
@@ -92,13 +100,45 @@ mydevError_t mydevDeviceGetPendingFailure(int device);
 int mydevLaunchBlocking(void);
 
 // ----------------------------------------------------------------- memory --
-// Device memory from the device's arena, aligned to 512 bytes. size 0 gives
+// Device memory: a fresh range of device addresses backed by free pages of
+// the device's memory (which need not be contiguous, so any free memory is
+// usable), aligned to the granularity (mydevMemGetGranularity). size 0 gives
 // *ptr == nullptr and success. Out of memory: mydevErrorMemoryAllocation and
 // the message gives requested/free/capacity.
 mydevError_t mydevMalloc(void** ptr, size_t size, int device);
-// Returns device memory to the arena. The caller guarantees no enqueued work
-// still uses it (synchronize first). nullptr is a no-op.
+// Returns device memory to the device. The caller guarantees no enqueued
+// work still uses it (synchronize first). nullptr is a no-op.
 mydevError_t mydevFree(void* ptr);
+
+// The address at which enqueued work (a kernel, the driver's copies) reaches
+// the memory behind device pointer `devPtr`: the one way to read or write
+// device memory, and only from inside a kernel. O(1) and cheap (an add), so
+// translate where the pointer is used. Every device address translates,
+// mapped or not, and so does any other pointer (nullptr included) to an
+// address that nothing maps: touching the memory behind a device address
+// that no allocation maps is mydevErrorIllegalAddress, never another
+// allocation's data. Pointers from mydevIpcOpenMemHandle translate too.
+void* mydevKernelPointer(const void* devPtr);
+
+// ---------------------------------------------- device virtual memory --
+// CUDA's virtual memory management (cuMemAddressReserve / cuMemMap), with
+// the physical allocation folded into the mapping: reserve a range of a
+// device's addresses, then map and unmap pages of device memory inside it.
+// What lets an allocator grow a segment in place (expandable segments) and
+// what mydevMalloc is built on. Addresses and sizes are multiples of the
+// granularity.
+mydevError_t mydevMemGetGranularity(size_t* granularity);
+// `size` device addresses of `device`, nothing mapped yet.
+mydevError_t mydevMemAddressReserve(void** ptr, size_t size, int device);
+// Releases a whole reservation, which must have no mapped pages left.
+mydevError_t mydevMemAddressFree(void* ptr, size_t size);
+// Backs [ptr, ptr + size), inside one reservation and not mapped yet, with
+// free pages of the device's memory. mydevErrorMemoryAllocation when the
+// device has fewer free pages than that.
+mydevError_t mydevMemMap(void* ptr, size_t size);
+// Gives the pages behind [ptr, ptr + size) (inside one reservation) back to
+// the device. The caller guarantees no enqueued work still uses them.
+mydevError_t mydevMemUnmap(void* ptr, size_t size);
 
 // Page-locked ("pinned") host memory: copies between it and the device can
 // run asynchronously. Plain host memory makes async copies synchronous.
@@ -108,13 +148,14 @@ mydevError_t mydevHostFree(void* ptr);
 typedef enum mydevMemoryType {
   mydevMemoryTypeUnregistered = 0,  // ordinary host memory
   mydevMemoryTypeHost = 1,          // from mydevHostAlloc
-  mydevMemoryTypeDevice = 2,        // inside a device arena
+  mydevMemoryTypeDevice = 2,        // a device address
 } mydevMemoryType;
 typedef struct mydevPointerAttributes {
   mydevMemoryType type;
   int device;         // owning device for device memory, else -1
-  void* basePointer;  // start of the allocation containing the pointer, for
-                      // device and pinned memory; else nullptr
+  void* basePointer;  // start of the allocation (or reservation) containing
+                      // the pointer, for device and pinned memory; else
+                      // nullptr
   size_t size;        // size of that allocation
 } mydevPointerAttributes;
 mydevError_t mydevPointerGetAttributes(mydevPointerAttributes* attributes,
@@ -134,16 +175,16 @@ typedef struct mydevIpcMemHandle {
 // A handle for the live allocation containing `devPtr` (any interior
 // pointer). It stays valid while the allocation is live in its owner.
 mydevError_t mydevIpcGetMemHandle(mydevIpcMemHandle_t* handle, void* devPtr);
-// The start of the handle's allocation, mapped into this process. Opening a
-// handle of this process gives back its own pointer. The first open of a
-// peer device maps that device's whole memory once; later opens of any of
-// its allocations reuse the mapping. mydevErrorPeerAccessUnsupported (with
+// The start of the handle's allocation, mapped at device addresses of this
+// process (translate them with mydevKernelPointer like any device pointer).
+// Opening a handle of this process gives back its own pointer. Mappings of a
+// peer's allocation are kept after closing and reused by later opens while
+// the allocation keeps its pages. mydevErrorPeerAccessUnsupported (with
 // the reason in the message) if the peer's memory cannot be mapped: the
 // peer exited, the OS refuses access to it, or MYDEV_PEER_MEMORY=0; callers
 // then fall back to staging through memory they share otherwise.
 mydevError_t mydevIpcOpenMemHandle(void** devPtr, mydevIpcMemHandle_t handle);
-// Releases a pointer from mydevIpcOpenMemHandle. A peer device's mapping is
-// unmapped when its last opened pointer is closed (or at process exit).
+// Releases a pointer from mydevIpcOpenMemHandle.
 mydevError_t mydevIpcCloseMemHandle(void* devPtr);
 
 // ---------------------------------------------------------------- streams --
@@ -207,14 +248,73 @@ mydevError_t mydevMemsetAsync(void* dst, int value, size_t count,
                               mydevStream_t stream);
 
 // A kernel. In the simulator a kernel is host code run by the stream's
-// executor with device memory addressable; a C++ exception escaping `fn` is
-// the kernel failing (its what() becomes part of the reported error).
+// executor, which reaches device memory through mydevKernelPointer; a C++
+// exception escaping `fn` is the kernel failing (its what() becomes part of
+// the reported error).
 // `name` must outlive the kernel (a string literal or interned string).
 typedef void (*mydevKernelFn_t)(void* user_data);
 // Enqueues fn(user_data) on the stream. If the launch itself fails, fn is not
 // called and the caller still owns user_data.
 mydevError_t mydevLaunchKernel(mydevStream_t stream, const char* name,
                                mydevKernelFn_t fn, void* user_data);
+
+// ---------------------------------------------------- activity recording --
+// What a profiler needs from the device, in the manner of CUPTI's activity
+// API. While recording is enabled, every kernel, copy and fill leaves one
+// record: the host call that enqueued it (its thread and times) and the work
+// itself (device, stream, and the times the stream really started and ended
+// it). Records are stamped with the innermost external id the enqueueing
+// thread pushed, which is how a profiler links device work to the host
+// operation that launched it. Disabled (the default), an enqueue costs one
+// relaxed atomic load more. All times are nanoseconds of the driver's clock
+// (mydevActivityGetTimestamp), the clock event timings use too.
+typedef enum mydevActivityKind {
+  mydevActivityKindKernel = 0,
+  mydevActivityKindMemcpy = 1,
+  mydevActivityKindMemset = 2,
+} mydevActivityKind;
+
+typedef struct mydevActivityRecord {
+  mydevActivityKind kind;
+  mydevMemcpyKind copyKind;  // Memcpy: the resolved direction (never Default)
+  int device;                // the device whose stream ran the work
+  mydevStream_t stream;
+  const char* name;          // Kernel: the launch's name; else the API's
+  const char* api;           // the enqueueing call, e.g. "mydevLaunchKernel"
+  uint64_t correlationId;    // unique per record within the process (from 1)
+  uint64_t externalId;       // innermost pushed Operation id, 0 if none
+  uint64_t userExternalId;   // innermost pushed User id, 0 if none
+  uint64_t hostThread;       // OS thread id (gettid) of the enqueueing thread
+  int64_t apiStart;          // the enqueueing call on the host
+  int64_t apiEnd;
+  int64_t start;             // the work on the device
+  int64_t end;
+  size_t bytes;              // Memcpy / Memset: bytes copied or filled
+} mydevActivityRecord;
+
+// Turns recording on (nonzero) or off. Work enqueued while it was on still
+// leaves its record when it runs later.
+mydevError_t mydevActivityEnable(int enable);
+// Now, on the clock of the records.
+mydevError_t mydevActivityGetTimestamp(int64_t* nanoseconds);
+// Stacks of external ids per host thread and kind (CUPTI's external
+// correlation): work enqueued by a thread carries the top of each of its
+// stacks. Enabling recording forgets what every thread pushed before.
+typedef enum mydevActivityExternalIdKind {
+  mydevActivityExternalIdOperation = 0,  // the host operation launching work
+  mydevActivityExternalIdUser = 1,       // a user-annotated range around it
+} mydevActivityExternalIdKind;
+mydevError_t mydevActivityPushExternalId(mydevActivityExternalIdKind kind,
+                                         uint64_t id);
+// Pops the top; *id (if not null) receives it. Empty stack:
+// mydevErrorInvalidValue.
+mydevError_t mydevActivityPopExternalId(mydevActivityExternalIdKind kind,
+                                        uint64_t* id);
+// Moves up to `capacity` records of completed work into `records`, oldest
+// first per stream; *count receives how many. Call until *count < capacity
+// to drain. Synchronize first to include all enqueued work.
+mydevError_t mydevActivityFlush(mydevActivityRecord* records, size_t capacity,
+                                size_t* count);
 
 // ------------------------------------------------------------ process state --
 // 1 if this process was forked from a parent in which a device had been put
@@ -226,7 +326,7 @@ mydevError_t mydevLaunchKernel(mydevStream_t stream, const char* name,
 // Asking only for device counts or properties before fork() poisons nothing.
 int mydevIsForkedChild(void);
 // 1 once a device has been put to use in this process: a stream executor or
-// a memory arena exists (CUDA's "primary context").
+// device memory exists (CUDA's "primary context").
 int mydevIsInitialized(void);
 
 }  // extern "C"

@@ -1,7 +1,7 @@
 #include "pointer_attributes.h"
 
-#include "arena.h"
 #include "device.h"
+#include "device_memory.h"
 #include "error.h"
 #include "host_memory.h"
 #include "ipc.h"
@@ -14,13 +14,14 @@ PointerInfo describe_pointer(const void* ptr) {
   if (Device* device = device_of_address(ptr)) {
     info.type = mydevMemoryTypeDevice;
     info.device = device->index();
-    if (Arena* arena = device->existing_arena()) {
-      arena->find(ptr, &info.base, &info.size);
+    if (DeviceMemory* memory = device->existing_memory()) {
+      memory->find(ptr, &info.base, &info.size);
     }
+  } else if (find_peer_allocation(ptr, &info.device, &info.base,
+                                  &info.size)) {
+    info.type = mydevMemoryTypeDevice;
   } else if (find_host_allocation(ptr, &info.base, &info.size)) {
     info.type = mydevMemoryTypeHost;
-  } else {
-    describe_peer_pointer(ptr, &info);
   }
   return info;
 }

@@ -1,4 +1,4 @@
-// What a pointer points into: a device arena, pinned host memory, or
+// What a pointer points into: a device's memory, pinned host memory, or
 // ordinary host memory.
 #pragma once
 
@@ -11,8 +11,8 @@ namespace mydev_sim {
 struct PointerInfo {
   mydevMemoryType type = mydevMemoryTypeUnregistered;
   int device = -1;
-  // The live allocation containing the pointer; nullptr for ordinary host
-  // memory and for arena addresses outside any allocation.
+  // The live allocation (or reservation) containing the pointer; nullptr for
+  // ordinary host memory and for device addresses outside any.
   char* base = nullptr;
   size_t size = 0;
 };

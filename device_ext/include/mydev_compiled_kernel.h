@@ -15,7 +15,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-#define MYDEV_COMPILED_KERNEL_ABI_VERSION 1
+#define MYDEV_COMPILED_KERNEL_ABI_VERSION 2
 #define MYDEV_COMPILED_KERNEL_ABI_CAPSULE "device_ext._C._compiled_kernel_abi"
 
 #ifdef __cplusplus
@@ -29,8 +29,8 @@ typedef struct AtenTensorOpaque* MydevTensorHandle;
 typedef struct MydevCompiledKernelAbi {
   int version;
   // Where a kernel argument's data is. A tensor on the kernel's mydev device:
-  // its device address in
-  // *device_pointer, returns 0. A one-element CPU tensor (a Python scalar
+  // the address the kernel reaches its data at (the driver's
+  // mydevKernelPointer of its device address) in *device_pointer, returns 0. A one-element CPU tensor (a Python scalar
   // Inductor passes as a 0-dim tensor): its value copied into host_value
   // (capacity bytes), returns 1; the kernel reads the copy, as the tensor
   // may be freed before the kernel runs. Anything else: -1, with a message
@@ -39,6 +39,10 @@ typedef struct MydevCompiledKernelAbi {
   // refused too.
   int (*tensor_argument)(PyObject* tensor, const char* kernel, int argument, int device,
                          void** device_pointer, void* host_value, int capacity);
+  // The address a kernel reaches device pointer `device_pointer` at
+  // (mydevKernelPointer): device pointers themselves are opaque to the host
+  // and to kernels alike.
+  void* (*kernel_pointer)(void* device_pointer);
   // The device a stream belongs to; -1, with a message in last_error(), for
   // a handle that is not a stream.
   int (*stream_device)(void* stream);
@@ -168,8 +172,9 @@ void launch(void* stream, const char* name, Body&& body) {
   check(abi().launch(stream, name, run, discard, owned.release()));
 }
 
-// A pointer argument of a kernel as captured by its launch: a device address,
-// or the copy of a host scalar that lives in the launch itself.
+// A pointer argument of a kernel as captured by its launch: the kernel-side
+// address of a tensor's data, or the copy of a host scalar that lives in the
+// launch itself.
 struct TensorArgument {
   void* device = nullptr;
   bool on_host = false;
@@ -180,9 +185,10 @@ struct TensorArgument {
   }
 };
 
+// `pointer` is a tensor's data_ptr(), a device address.
 inline TensorArgument device_argument(void* pointer) {
   TensorArgument argument;
-  argument.device = pointer;
+  argument.device = abi().kernel_pointer(pointer);
   return argument;
 }
 

@@ -10,6 +10,7 @@ from typing import Any, List, Optional, Union
 import torch
 
 from .. import _C
+from . import _debug  # noqa: F401  (torch.mydev._debug: latches for tests)
 from . import _utils  # noqa: F401  (used by torch.serialization)
 from ._device import (
     _exchange_device,
@@ -41,6 +42,7 @@ from .memory import (
     memory_allocated,
     memory_reserved,
     memory_stats,
+    memory_summary,
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
@@ -141,6 +143,7 @@ __all__ = [
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "memory_summary",
     "reset_accumulated_memory_stats",
     "reset_cpu_fallback_counts",
     "reset_peak_memory_stats",

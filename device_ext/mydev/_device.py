@@ -6,6 +6,7 @@ from typing import Any, Optional, Union
 import torch
 
 from .. import _C
+from ..device_name import DEVICE_NAME
 
 _DeviceLike = Union[torch.device, str, int, None]
 
@@ -61,7 +62,7 @@ def _get_device_index(device: _DeviceLike, optional: bool = True) -> int:
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
-        if device.type != "mydev":
+        if device.type != DEVICE_NAME:
             raise ValueError(f"Expected a mydev device, but got: {device}")
         index = device.index
     elif isinstance(device, int):
@@ -131,4 +132,4 @@ class device_of(device):
     """``device`` of a tensor's device if it is on mydev, otherwise a no-op."""
 
     def __init__(self, obj: torch.Tensor):
-        super().__init__(obj.get_device() if obj.device.type == "mydev" else None)
+        super().__init__(obj.get_device() if obj.device.type == DEVICE_NAME else None)

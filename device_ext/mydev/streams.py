@@ -7,6 +7,7 @@ from typing import Any, Optional, Union
 import torch
 
 from .. import _C
+from ..device_name import DEVICE_NAME
 from ._device import _get_device_index, _lazy_init
 
 _DeviceLike = Union[torch.device, str, int, None]
@@ -24,7 +25,7 @@ class Stream(torch.Stream):
             return super().__new__(cls, priority=priority, **kwargs)
         _lazy_init()
         index = _get_device_index(device)
-        return super().__new__(cls, device=torch.device("mydev", index), priority=priority)
+        return super().__new__(cls, device=torch.device(DEVICE_NAME, index), priority=priority)
 
     def wait_stream(self, stream: torch.Stream) -> None:
         """Work queued on this stream from now on waits for the work queued
@@ -71,7 +72,7 @@ class Event(torch.Event):
         _lazy_init()
         return super().__new__(
             cls,
-            device=torch.device("mydev", _C._current_device()),
+            device=torch.device(DEVICE_NAME, _C._current_device()),
             enable_timing=enable_timing,
             blocking=blocking,
         )

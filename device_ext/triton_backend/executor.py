@@ -3,9 +3,10 @@
 The semantics are Triton's own interpreter's (``triton.runtime.interpreter``:
 numpy blocks, loads and stores through raw addresses), driven differently:
 
-* no argument copies: the interpreter is given the addresses of the mydev
-  tensors themselves (device memory is host-addressable inside a kernel, and
-  this runs inside one, see ``launcher.py``), so stores land in the caller's
+* no argument copies: the programs compute with the device addresses of
+  the mydev tensors themselves, and every load, store and atomic reaches the
+  memory at the driver's kernel-side address of its device address (this
+  runs inside a kernel, see ``launcher.py``), so stores land in the caller's
   tensors;
 * every load, store and atomic is checked against the memory of the
   kernel's tensor arguments, so an unmasked out-of-bounds access is an error
@@ -34,8 +35,9 @@ from triton.runtime.jit import JITFunction
 
 from . import libdevice
 
-# [start, end) byte ranges of the kernel's tensor arguments.
-MemoryRanges = Sequence[Tuple[int, int]]
+# The kernel's tensor arguments' memory: [start, end) device addresses, and
+# what to add to one of them for its kernel-side address.
+MemoryRanges = Sequence[Tuple[int, int, int]]
 
 _MISSING = object()
 _execution_lock = threading.RLock()
@@ -117,21 +119,27 @@ def _patch_libdevice(kernel: JITFunction, patches: _Patches) -> None:
                                  *args, _semantic=interpreter.interpreter_semantic))
 
 
-def _check_addresses(pointers: TensorHandle, mask: Optional[TensorHandle], ranges: MemoryRanges,
-                     access: str) -> None:
+def _kernel_side(pointers: TensorHandle, mask: Optional[TensorHandle], ranges: MemoryRanges,
+                 access: str) -> TensorHandle:
+    """``pointers`` (device addresses) at their kernel-side addresses, after
+    checking that every access the mask enables lies inside a tensor
+    argument."""
     addresses = pointers.data
-    if mask is not None:
-        addresses = addresses[np.broadcast_to(mask.data, addresses.shape)]
-    if addresses.size == 0:
-        return
+    enabled = np.ones(addresses.shape, dtype=bool) if mask is None \
+        else np.broadcast_to(mask.data, addresses.shape)
     width = max(1, pointers.get_element_ty().primitive_bitwidth // 8)
+    translated = addresses.astype(np.uint64)  # a copy
     inside = np.zeros(addresses.shape, dtype=bool)
-    for start, end in ranges:
-        inside |= (addresses >= start) & (addresses + np.uint64(width) <= end)
-    if not inside.all():
-        outside = int(addresses[~inside].reshape(-1)[0])
-        raise IndexError(f"{access} of {width} bytes at 0x{outside:x} is outside every tensor argument "
-                         f"({np.count_nonzero(~inside)} element(s) out of bounds; a missing mask?)")
+    for start, end, to_kernel in ranges:
+        in_range = (addresses >= start) & (addresses + np.uint64(width) <= end) & ~inside
+        translated[in_range] += np.uint64(to_kernel % (1 << 64))
+        inside |= in_range
+    outside = enabled & ~inside
+    if outside.any():
+        first = int(addresses[outside].reshape(-1)[0])
+        raise IndexError(f"{access} of {width} bytes at 0x{first:x} is outside every tensor argument "
+                         f"({np.count_nonzero(outside)} element(s) out of bounds; a missing mask?)")
+    return TensorHandle(translated, pointers.dtype)
 
 
 def _patch_builder(ranges: MemoryRanges, patches: _Patches) -> None:
@@ -140,20 +148,17 @@ def _patch_builder(ranges: MemoryRanges, patches: _Patches) -> None:
     atomic_rmw, atomic_cas = builder.create_atomic_rmw, builder.create_atomic_cas
 
     def create_masked_load(pointers, mask, other, cache_policy, is_volatile):
-        _check_addresses(pointers, mask, ranges, "load")
-        return load(pointers, mask, other, cache_policy, is_volatile)
+        return load(_kernel_side(pointers, mask, ranges, "load"), mask, other, cache_policy, is_volatile)
 
     def create_masked_store(pointers, value, mask, cache_policy):
-        _check_addresses(pointers, mask, ranges, "store")
-        return store(pointers, value, mask, cache_policy)
+        return store(_kernel_side(pointers, mask, ranges, "store"), value, mask, cache_policy)
 
     def create_atomic_rmw(operation, pointers, value, mask, semantic, scope):
-        _check_addresses(pointers, mask, ranges, "atomic")
-        return atomic_rmw(operation, pointers, value, mask, semantic, scope)
+        return atomic_rmw(operation, _kernel_side(pointers, mask, ranges, "atomic"), value, mask, semantic,
+                          scope)
 
     def create_atomic_cas(pointers, compare, value, semantic, scope):
-        _check_addresses(pointers, None, ranges, "atomic")
-        return atomic_cas(pointers, compare, value, semantic, scope)
+        return atomic_cas(_kernel_side(pointers, None, ranges, "atomic"), compare, value, semantic, scope)
 
     def create_extern_elementwise(library, path, symbol, args, result_type, is_pure):
         result = libdevice.evaluate(symbol, [arg.data for arg in args], interpreter._get_np_dtype(result_type.scalar))

@@ -16,14 +16,16 @@ import torch
 from triton.runtime.jit import JITFunction, TensorWrapper
 
 from .. import _C
+from ..device_name import DEVICE_NAME
 from . import executor
 
 LaunchHook = Optional[Callable[[Any], None]]
 
 
-def _memory_ranges(kernel: JITFunction, name: str, args: Tuple[Any, ...], device: int) -> List[Tuple[int, int]]:
+def _memory_ranges(kernel: JITFunction, name: str, args: Tuple[Any, ...], device: int) -> List[Tuple[int, int, int]]:
     """The memory the kernel may touch: its tensor arguments' storages, each
-    checked to be on the launch's device."""
+    checked to be on the launch's device, with the offset from their device
+    addresses to the kernel-side ones (the driver's mydevKernelPointer)."""
     ranges = []
 
     def visit(param_name: str, value: Any) -> None:
@@ -35,7 +37,7 @@ def _memory_ranges(kernel: JITFunction, name: str, args: Tuple[Any, ...], device
             value = value.base
         if not isinstance(value, torch.Tensor):
             return
-        if value.device.type != "mydev":
+        if value.device.type != DEVICE_NAME:
             raise ValueError(
                 f"Triton kernel '{name}': argument '{param_name}' is a {value.device} tensor, but the "
                 f"kernel runs on mydev:{device}; pass mydev tensors (e.g. x.to('mydev:{device}'))")
@@ -45,7 +47,8 @@ def _memory_ranges(kernel: JITFunction, name: str, args: Tuple[Any, ...], device
                 f"runs on mydev:{device} (the current device); launch it under "
                 f"torch.mydev.device({value.device.index})")
         storage = value.untyped_storage()
-        ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+        start = storage.data_ptr()
+        ranges.append((start, start + storage.nbytes(), _C._kernel_pointer(start) - start))
 
     for param, value in zip(kernel.params, args):
         visit(param.name, value)

@@ -7,6 +7,8 @@
 // configuration (launch blocking, a bad variable, the defaults, exit with
 // work queued) re-run this binary with a mode argument and other variables.
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -115,8 +117,10 @@ void within(int seconds, const char* what, const std::function<void()>& body) {
 
 // ------------------------------------------------------------ child modes --
 
+// The child's exit code, or 128 + the signal that killed it. Its stderr
+// goes to `stderr_path` if given.
 int run_child(const std::string& mode, const std::vector<std::string>& env,
-              double* elapsed_ms = nullptr) {
+              double* elapsed_ms = nullptr, const char* stderr_path = nullptr) {
   std::vector<std::string> storage;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "MYDEV_", 6) != 0) storage.emplace_back(*e);
@@ -128,12 +132,18 @@ int run_child(const std::string& mode, const std::vector<std::string>& env,
   std::string self = "/proc/self/exe";
   std::string mode_arg = mode;
   char* argv[] = {&self[0], &mode_arg[0], nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (stderr_path != nullptr) {
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path,
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  }
   const auto start = Clock::now();
   pid_t pid = 0;
-  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv,
-                  envp.data()) != 0) {
-    return -1;
-  }
+  const int spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr,
+                                  argv, envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return -1;
   int status = 0;
   waitpid(pid, &status, 0);
   if (elapsed_ms != nullptr) *elapsed_ms = ms_since(start);
@@ -279,10 +289,19 @@ int child_ipc() {
   CHECK_OK(mydevIpcOpenMemHandle(&ptr, handle));
   void* again = nullptr;
   CHECK_OK(mydevIpcOpenMemHandle(&again, handle));
-  CHECK(again == ptr);  // one mapping per peer device
+  CHECK(again == ptr);  // the mapping is reused
+  mydevPointerAttributes attr{};
+  CHECK_OK(mydevPointerGetAttributes(&attr, ptr));
+  CHECK(attr.type == mydevMemoryTypeDevice && attr.basePointer == ptr);
+  // The host reads peer memory through a copy, like any device memory.
+  unsigned char copied[4096];
+  CHECK_OK(mydevMemcpy(copied, ptr, sizeof copied, mydevMemcpyDeviceToHost,
+                       default_stream(0)));
+  CHECK(copied[250] == 250 && copied[251] == 0);
   std::atomic<bool> matches{false};
   CHECK_OK(launch(default_stream(0), "read peer", [&] {
-    const auto* bytes = static_cast<const unsigned char*>(ptr);
+    const auto* bytes =
+        static_cast<const unsigned char*>(mydevKernelPointer(ptr));
     bool ok = true;
     for (int i = 0; i < 4096; ++i) ok &= bytes[i] == i % 251;
     matches = ok;
@@ -292,10 +311,193 @@ int child_ipc() {
   CHECK_OK(mydevIpcCloseMemHandle(again));
   CHECK_OK(mydevIpcCloseMemHandle(ptr));
   CHECK_STATUS(mydevIpcCloseMemHandle(ptr), mydevErrorInvalidValue);
+  // Opened again after closing: the kept mapping.
+  void* reopened = nullptr;
+  CHECK_OK(mydevIpcOpenMemHandle(&reopened, handle));
+  CHECK(reopened == ptr);
+  CHECK_OK(mydevIpcCloseMemHandle(reopened));
+  return g_failed;
+}
+
+// Dereferences a device pointer of mydev:1 on the host: the process must die
+// of the fault, after a message naming the pointer.
+int child_host_dereference() {
+  void* device = nullptr;
+  CHECK_OK(mydevMalloc(&device, 1 << 20, 1));
+  volatile char* bytes = static_cast<volatile char*>(device) + 4096;
+  std::fprintf(stderr, "pointer %p\n", static_cast<void*>(const_cast<char*>(bytes)));
+  std::fflush(stderr);
+  if (std::getenv("DEREFERENCE_WRITE") != nullptr) {
+    bytes[0] = 1;
+  } else {
+    std::fprintf(stderr, "read %d\n", int(bytes[0]));
+  }
+  return 3;  // not reached
+}
+
+// Kernels touching memory that nothing maps: a freed allocation on mydev:0,
+// an offset from a null pointer on mydev:1. Each device fails with a sticky
+// illegal-address error naming the kernel and the address.
+int child_illegal_address() {
+  void* freed = nullptr;
+  CHECK_OK(mydevMalloc(&freed, 1 << 20, 0));
+  CHECK_OK(mydevFree(freed));
+  std::atomic<int> finished{0};
+  CHECK_OK(launch(default_stream(0), "read_freed", [&] {
+    volatile const char* bytes =
+        static_cast<const char*>(mydevKernelPointer(freed));
+    (void)bytes[100];
+    finished = 1;  // the access completes, on a scratch page
+  }));
+  CHECK_STATUS(mydevDeviceSynchronize(0), mydevErrorIllegalAddress);
+  CHECK(finished == 1);
+  CHECK(last_message_has("an illegal memory access was encountered: kernel "
+                         "'read_freed' on mydev:0 touched device address"));
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "%p",
+                static_cast<void*>(static_cast<char*>(freed) + 100));
+  CHECK(last_message_has(expected));
+  // Sticky: every later synchronizing call reports it again.
+  CHECK_STATUS(mydevStreamSynchronize(default_stream(0)),
+               mydevErrorIllegalAddress);
+  CHECK(last_message_has("read_freed"));
+
+  CHECK_OK(launch(default_stream(1), "write_near_null", [] {
+    auto* bytes = static_cast<char*>(mydevKernelPointer(nullptr));
+    bytes[0x40] = 1;
+  }));
+  CHECK_STATUS(mydevDeviceSynchronize(1), mydevErrorIllegalAddress);
+  CHECK(last_message_has("kernel 'write_near_null' on mydev:1 touched "
+                         "address 0x40, which is not a device address"));
   return g_failed;
 }
 
 // ------------------------------------------------------------------ tests --
+
+// Device pointers live in an address range of their own that the host cannot
+// touch; kernels reach the memory at the translated address.
+void test_address_space() {
+  void* a = nullptr;
+  void* b = nullptr;
+  CHECK_OK(mydevMalloc(&a, 1 << 20, 0));
+  CHECK_OK(mydevMalloc(&b, 1 << 20, 1));
+  char* ka = static_cast<char*>(mydevKernelPointer(a));
+  CHECK(ka != a);
+  CHECK(mydevKernelPointer(static_cast<char*>(a) + 12345) == ka + 12345);
+  CHECK(mydevKernelPointer(b) != mydevKernelPointer(a));
+  // Host pointers have no kernel-side memory.
+  int local = 0;
+  CHECK(mydevKernelPointer(&local) != &local);
+  CHECK_OK(launch(default_stream(0), "write", [=] {
+    std::memset(mydevKernelPointer(a), 0x42, 1 << 20);
+  }));
+  std::vector<unsigned char> back(1 << 20);
+  CHECK_OK(mydevMemcpy(back.data(), a, back.size(), mydevMemcpyDeviceToHost,
+                       default_stream(0)));
+  CHECK(std::all_of(back.begin(), back.end(),
+                    [](unsigned char x) { return x == 0x42; }));
+  CHECK_OK(mydevFree(a));
+  CHECK_OK(mydevFree(b));
+
+  const char* log = "/tmp/mydev_runtime_test_dereference.log";
+  for (const char* write : {"", "DEREFERENCE_WRITE=1"}) {
+    std::vector<std::string> env;
+    if (*write != '\0') env.push_back(write);
+    CHECK(run_child("--child-host-dereference", env, nullptr, log) ==
+          128 + SIGSEGV);
+    std::string text;
+    if (FILE* file = std::fopen(log, "r")) {
+      char line[1024];
+      while (std::fgets(line, sizeof line, file)) text += line;
+      std::fclose(file);
+    }
+    CHECK(text.find("mydev: host code dereferenced device pointer 0x") !=
+          std::string::npos);
+    CHECK(text.find("(mydev:1, offset 0x") != std::string::npos);
+    CHECK(text.find("read ") == std::string::npos);
+    // The message names the very pointer the child printed.
+    const size_t printed = text.find("pointer ");
+    const size_t end = text.find('\n', printed);
+    CHECK(printed != std::string::npos &&
+          text.find("device pointer " + text.substr(printed + 8, end - printed - 8)) !=
+              std::string::npos);
+  }
+  std::remove(log);
+  CHECK(run_child("--child-illegal-address", {}) == 0);
+}
+
+// Reserve / map / unmap, and the fragmentation that no longer causes an
+// out-of-memory error.
+void test_virtual_memory() {
+  size_t granularity = 0;
+  CHECK_OK(mydevMemGetGranularity(&granularity));
+  CHECK(granularity == 65536);
+  void* range = nullptr;
+  CHECK_STATUS(mydevMemAddressReserve(&range, 1000, 0), mydevErrorInvalidValue);
+  CHECK(last_message_has("multiples of the granularity"));
+  CHECK_OK(mydevMemAddressReserve(&range, 8 * granularity, 0));
+  char* base = static_cast<char*>(range);
+  mydevPointerAttributes attr{};
+  CHECK_OK(mydevPointerGetAttributes(&attr, base + granularity));
+  CHECK(attr.type == mydevMemoryTypeDevice && attr.device == 0 &&
+        attr.basePointer == base && attr.size == 8 * granularity);
+
+  size_t free_before = 0;
+  size_t total = 0;
+  CHECK_OK(mydevMemGetInfo(0, &free_before, &total));
+  CHECK_OK(mydevMemMap(base, 2 * granularity));
+  size_t free_after = 0;
+  CHECK_OK(mydevMemGetInfo(0, &free_after, &total));
+  CHECK(free_before - free_after == 2 * granularity);
+  CHECK_STATUS(mydevMemMap(base + granularity, granularity),
+               mydevErrorInvalidValue);
+  CHECK(last_message_has("already mapped"));
+  CHECK_STATUS(mydevMemMap(base + 7 * granularity, 2 * granularity),
+               mydevErrorInvalidValue);
+  CHECK(last_message_has("not inside one reservation"));
+  CHECK_OK(launch(default_stream(0), "fill head", [=] {
+    std::memset(mydevKernelPointer(base), 7, 2 * granularity);
+  }));
+  // Grown in place: the next pages map right after the first ones.
+  CHECK_OK(mydevMemMap(base + 2 * granularity, 2 * granularity));
+  CHECK_OK(launch(default_stream(0), "fill tail", [=] {
+    std::memset(mydevKernelPointer(base + 2 * granularity), 9, 2 * granularity);
+  }));
+  std::vector<unsigned char> back(4 * granularity);
+  CHECK_OK(mydevMemcpy(back.data(), base, back.size(),
+                       mydevMemcpyDeviceToHost, default_stream(0)));
+  CHECK(back[0] == 7 && back[2 * granularity - 1] == 7 &&
+        back[2 * granularity] == 9 && back.back() == 9);
+  CHECK_STATUS(mydevMemAddressFree(base, 8 * granularity),
+               mydevErrorInvalidValue);
+  CHECK(last_message_has("still has mapped pages"));
+  CHECK_STATUS(mydevFree(base), mydevErrorInvalidValue);
+  CHECK_OK(mydevMemUnmap(base, 4 * granularity));
+  CHECK_OK(mydevMemGetInfo(0, &free_after, &total));
+  CHECK(free_after == free_before);
+  CHECK_OK(mydevMemAddressFree(base, 8 * granularity));
+  CHECK_STATUS(mydevMemMap(base, granularity), mydevErrorInvalidValue);
+
+  // The false out-of-memory of a contiguous arena: 150 MiB, then a small
+  // buffer after it, then the 150 MiB freed; 200 MiB must still fit in the
+  // 256 MiB device.
+  const size_t mib = size_t(1) << 20;
+  void* first = nullptr;
+  void* small = nullptr;
+  void* large = nullptr;
+  CHECK_OK(mydevMalloc(&first, 150 * mib, 0));
+  CHECK_OK(mydevMalloc(&small, 4, 0));
+  CHECK_OK(mydevFree(first));
+  CHECK_OK(mydevMalloc(&large, 200 * mib, 0));
+  CHECK_OK(mydevMemsetAsync(large, 1, 200 * mib, default_stream(0)));
+  CHECK_OK(mydevStreamSynchronize(default_stream(0)));
+  CHECK_STATUS(mydevMalloc(&first, 100 * mib, 0), mydevErrorMemoryAllocation);
+  CHECK(last_message_has("mydev:0 out of memory: tried to allocate 104857600 "
+                         "bytes"));
+  CHECK_OK(mydevFree(large));
+  CHECK_OK(mydevFree(small));
+}
+
 
 void test_devices() {
   int count = 0;
@@ -335,7 +537,7 @@ void test_devices() {
   CHECK_STATUS(mydevGetDeviceProperties(&prop, 2), mydevErrorInvalidDevice);
   CHECK_STATUS(mydevGetDeviceProperties(nullptr, 0), mydevErrorInvalidValue);
 
-  for (int code = 0; code <= 8; ++code) {
+  for (int code = 0; code <= 10; ++code) {
     CHECK(std::strlen(mydevGetErrorString(mydevError_t(code))) > 0);
   }
   int least = 1;
@@ -344,8 +546,8 @@ void test_devices() {
   CHECK(least == 0 && greatest == -1);
 }
 
-// Bytes the OS holds for device 0's arena, read through its memfd.
-long arena_resident_bytes() {
+// Bytes the OS holds for device 0's memory, read through its memfd.
+long device_resident_bytes() {
   DIR* dir = opendir("/proc/self/fd");
   long bytes = -1;
   while (dirent* entry = readdir(dir)) {
@@ -353,7 +555,7 @@ long arena_resident_bytes() {
     char target[256] = {};
     std::snprintf(path, sizeof path, "/proc/self/fd/%s", entry->d_name);
     if (readlink(path, target, sizeof target - 1) <= 0) continue;
-    if (std::strstr(target, "memfd:mydev:0") == nullptr) continue;
+    if (std::strstr(target, "memfd:mydev:0 (deleted)") == nullptr) continue;
     struct stat st;
     if (stat(path, &st) == 0) bytes = long(st.st_blocks) * 512;
   }
@@ -412,11 +614,23 @@ void test_malloc_free() {
   CHECK_OK(mydevMemGetInfo(0, &free_bytes, &total));
   CHECK(free_bytes == 0);
   CHECK_STATUS(mydevMalloc(&p, 1, 0), mydevErrorMemoryAllocation);
-  CHECK(last_message_has("largest free block 0"));
+  CHECK(last_message_has("0 bytes free of 268435456 total"));
+  // Every other block freed: no two free blocks are adjacent, yet all the
+  // free memory is usable at once (device virtual memory).
   for (size_t i = 0; i < blocks.size(); i += 2) CHECK_OK(mydevFree(blocks[i]));
-  CHECK_STATUS(mydevMalloc(&p, 2 * block, 0), mydevErrorMemoryAllocation);
-  CHECK(last_message_has("134217728 bytes free"));
-  CHECK(last_message_has("largest free block 1048576"));
+  void* scattered = nullptr;
+  CHECK_OK(mydevMalloc(&scattered, capacity / 2, 0));
+  CHECK_OK(launch(default_stream(0), "fill scattered", [=] {
+    std::memset(mydevKernelPointer(scattered), 0x3c, capacity / 2);
+  }));
+  std::vector<unsigned char> tail(block);
+  CHECK_OK(mydevMemcpy(tail.data(),
+                       static_cast<char*>(scattered) + capacity / 2 - block,
+                       block, mydevMemcpyDeviceToHost, default_stream(0)));
+  CHECK(std::all_of(tail.begin(), tail.end(),
+                    [](unsigned char b) { return b == 0x3c; }));
+  CHECK_STATUS(mydevMalloc(&p, 1, 0), mydevErrorMemoryAllocation);
+  CHECK_OK(mydevFree(scattered));
   std::vector<void*> rest;
   for (size_t i = 1; i < blocks.size(); i += 2) rest.push_back(blocks[i]);
   std::shuffle(rest.begin(), rest.end(), std::mt19937(42));
@@ -431,10 +645,10 @@ void test_malloc_free() {
   CHECK_OK(mydevMalloc(&big, big_size, 0));
   CHECK_OK(mydevMemsetAsync(big, 0xab, big_size, default_stream(0)));
   CHECK_OK(mydevStreamSynchronize(default_stream(0)));
-  const long resident_before = arena_resident_bytes();
+  const long resident_before = device_resident_bytes();
   CHECK(resident_before >= long(big_size));
   CHECK_OK(mydevFree(big));
-  const long resident_after = arena_resident_bytes();
+  const long resident_after = device_resident_bytes();
   CHECK(resident_after >= 0 &&
         resident_after <= resident_before - long(big_size));
 }
@@ -447,7 +661,7 @@ void test_pointer_attributes() {
   CHECK(attr.type == mydevMemoryTypeDevice);
   CHECK(attr.device == 1);
   CHECK(attr.basePointer == dev);
-  CHECK(attr.size == 1024);  // rounded to the 512-byte granularity
+  CHECK(attr.size == 65536);  // whole pages of the 64 KiB granularity
 
   void* pinned = nullptr;
   CHECK_OK(mydevHostAlloc(&pinned, 10000));
@@ -762,7 +976,7 @@ void test_memcpy() {
     // Pageable async waits for the stream's earlier work.
     CHECK_OK(launch(stream, "write_late", [=] {
       sleep_ms(50);
-      std::memset(d0, 0x5a, size);
+      std::memset(mydevKernelPointer(d0), 0x5a, size);
     }));
     const auto pageable_start = Clock::now();
     CHECK_OK(mydevMemcpyAsync(back.data(), d0, size, mydevMemcpyDeviceToHost,
@@ -786,14 +1000,14 @@ void test_memcpy() {
     CHECK_OK(mydevFree(d1));
   }
 
-  // Validation.
+  // Validation. Allocations are whole pages of the granularity.
   void* dev = nullptr;
-  char host[4096];
-  CHECK_OK(mydevMalloc(&dev, 4096, 0));
-  CHECK_STATUS(mydevMemcpy(host, dev, 4097, mydevMemcpyDeviceToHost, stream),
+  static char host[65536 + 1];
+  CHECK_OK(mydevMalloc(&dev, 65536, 0));
+  CHECK_STATUS(mydevMemcpy(host, dev, 65537, mydevMemcpyDeviceToHost, stream),
                mydevErrorInvalidValue);
   CHECK(last_message_has("runs past the end of its allocation"));
-  CHECK_STATUS(mydevMemcpy(host, static_cast<char*>(dev) + 100, 4000,
+  CHECK_STATUS(mydevMemcpy(host, static_cast<char*>(dev) + 100, 65500,
                            mydevMemcpyDefault, stream),
                mydevErrorInvalidValue);
   CHECK_STATUS(mydevMemcpy(dev, host, 16, mydevMemcpyDeviceToHost, stream),
@@ -805,7 +1019,7 @@ void test_memcpy() {
                mydevErrorInvalidValue);
   CHECK_OK(mydevMemcpy(nullptr, nullptr, 0, mydevMemcpyDefault, stream));
   CHECK_STATUS(mydevMemsetAsync(host, 0, 16, stream), mydevErrorInvalidValue);
-  CHECK_STATUS(mydevMemsetAsync(dev, 0, 4097, stream), mydevErrorInvalidValue);
+  CHECK_STATUS(mydevMemsetAsync(dev, 0, 65537, stream), mydevErrorInvalidValue);
   CHECK_OK(mydevMemcpy(host, host + 2048, 2048, mydevMemcpyHostToHost, stream));
   CHECK_OK(mydevFree(dev));
   CHECK_STATUS(mydevMemcpy(host, dev, 16, mydevMemcpyDeviceToHost, stream),
@@ -1068,7 +1282,7 @@ void test_peer_memory() {
   void* buffer = nullptr;
   CHECK_OK(mydevMalloc(&buffer, 8192, 0));
   CHECK_OK(launch(default_stream(0), "fill", [&] {
-    auto* bytes = static_cast<unsigned char*>(buffer);
+    auto* bytes = static_cast<unsigned char*>(mydevKernelPointer(buffer));
     for (int i = 0; i < 4096; ++i) bytes[i] = static_cast<unsigned char>(i % 251);
   }));
   CHECK_OK(mydevDeviceSynchronize(0));
@@ -1103,6 +1317,8 @@ int main(int argc, char** argv) {
   if (mode == "--child-exit-with-work") return child_exit_with_work();
   if (mode == "--child-fork-before-init") return child_fork_before_init();
   if (mode == "--child-ipc") return child_ipc();
+  if (mode == "--child-host-dereference") return child_host_dereference();
+  if (mode == "--child-illegal-address") return child_illegal_address();
 
   // Read once, at the first runtime call below.
   setenv("MYDEV_DEVICE_COUNT", "2", 1);
@@ -1118,6 +1334,8 @@ int main(int argc, char** argv) {
       {"devices", test_devices},
       {"malloc/free", test_malloc_free},
       {"pointer attributes", test_pointer_attributes},
+      {"address space", test_address_space},
+      {"virtual memory", test_virtual_memory},
       {"streams and ordering", test_streams_and_ordering},
       {"events", test_events},
       {"wait event across streams", test_wait_event_across_streams},

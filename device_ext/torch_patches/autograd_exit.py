@@ -1,4 +1,5 @@
-"""Workaround for torch 2.13: an abort at exit after a backward pass on mydev.
+"""Autograd's device threads at exit (torch.autograd), torch 2.13: an abort
+at exit after a backward pass on mydev.
 
 Autograd runs backward passes on a device thread per mydev device. Since 2.13,
 ``torch.autograd.graph._engine_run_backward`` stashes a ``contextvars``
@@ -16,6 +17,10 @@ engine directly, without the stash. A device thread releases its previous
 graph task before it takes the next one, so when this barrier returns every
 earlier graph task is gone, and the barrier's own task holds no Python
 object. Remove this module when torch no longer stashes per-backward state.
+tests/test_autograd_optim.py::test_process_exits_cleanly_right_after_backward
+reproduces the abort without it; see the
+table in ``device_ext/torch_patches/__init__.py``. Applied when
+``device_ext`` is imported.
 
 The barrier's tensors have no elements, so it allocates no device memory: it
 works with the device full.
@@ -25,6 +30,8 @@ import atexit
 import os
 
 import torch
+
+from ..device_name import DEVICE_NAME
 
 
 def _autograd_device_threads_started() -> bool:
@@ -47,12 +54,12 @@ def _drain_device_threads() -> None:
     if not torch.mydev.is_initialized() or not _autograd_device_threads_started():
         return
     for index in range(torch.mydev.device_count()):
-        leaf = torch.empty((0,), device=f"mydev:{index}", requires_grad=True)
+        leaf = torch.empty((0,), device=f"{DEVICE_NAME}:{index}", requires_grad=True)
         output = leaf * 1
         torch.autograd.Variable._execution_engine.run_backward(
             (output,), (torch.ones_like(output),), False, False, (), True, True
         )
 
 
-def install() -> None:
+def apply() -> None:
     atexit.register(_drain_device_threads)
