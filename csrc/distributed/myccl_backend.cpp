@@ -129,7 +129,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::launchCollective(
 }
 
 void MycclBackend::chooseAlgorithm(Descriptor& mine, size_t bytes, size_t direct_from_bytes,
-                                   const void* buffer) const {
+                                   const at::Tensor* buffer) const {
   Algorithm algorithm = Algorithm::kStaged;
   if (peer_access_ != PeerAccess::kNo && bytes > 0) {
     algorithm = forced_ ? *forced_
@@ -137,7 +137,7 @@ void MycclBackend::chooseAlgorithm(Descriptor& mine, size_t bytes, size_t direct
   }
   mine.algorithm = static_cast<int32_t>(algorithm);
   if (algorithm == Algorithm::kDirect && buffer != nullptr) {
-    mine.input = PeerMemory::publish(buffer);
+    mine.input = PeerMemory::publish(deviceAddressOf(*buffer));
   }
 }
 
@@ -230,7 +230,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(std::vector<at::Tensor>& 
         const at::ScalarType dtype = view.scalar_type();
         char* data = bytesOf(view);
         Descriptor mine = describe(collective, c10d::OpType::ALLREDUCE, dtype, numel, -1, op);
-        chooseAlgorithm(mine, static_cast<size_t>(numel * elem), kDirectAllreduceBytes, data);
+        chooseAlgorithm(mine, static_cast<size_t>(numel * elem), kDirectAllreduceBytes, &view);
         runSteps(
             mine, "allreduce",
             [&](CollectiveSteps& steps) {
@@ -295,7 +295,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::broadcast(std::vector<at::Tensor>& 
         char* data = bytesOf(view);
         Descriptor mine =
             describe(collective, c10d::OpType::BROADCAST, view.scalar_type(), numel, root);
-        chooseAlgorithm(mine, static_cast<size_t>(numel * elem), kDirectCopyBytes, data);
+        chooseAlgorithm(mine, static_cast<size_t>(numel * elem), kDirectCopyBytes, &view);
         runSteps(
             mine, "broadcast",
             [&](CollectiveSteps& steps) {
@@ -339,7 +339,7 @@ void MycclBackend::allgatherBody(uint64_t collective, const char* name,
   char* data = bytesOf(input);
   Descriptor mine =
       describe(collective, c10d::OpType::ALLGATHER, input.scalar_type(), numel);
-  chooseAlgorithm(mine, bytes * size, kDirectCopyBytes, data);
+  chooseAlgorithm(mine, bytes * size, kDirectCopyBytes, &input);
   runSteps(
       mine, name,
       [&](CollectiveSteps& steps) {
@@ -440,7 +440,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::_reduce_scatter_base(
         Descriptor mine = describe(collective, c10d::OpType::_REDUCE_SCATTER_BASE, dtype,
                                    numel, -1, op);
         chooseAlgorithm(mine, static_cast<size_t>(numel * elem * size), kDirectAllreduceBytes,
-                        bytesOf(in));
+                        &in);
         runSteps(
             mine, "_reduce_scatter_base",
             [&](CollectiveSteps& steps) {
@@ -624,7 +624,7 @@ void MycclBackend::alltoallBody(uint64_t collective, const char* name, int32_t d
     for (int r = 0; r < size; ++r) {
       const at::Tensor& part = inputs[static_cast<size_t>(r)];
       if (part.numel() > 0) {
-        mine.parts[r] = PeerMemory::publish(part.data_ptr());
+        mine.parts[r] = PeerMemory::publish(deviceAddressOf(part));
         mine.input = mine.parts[r];
       }
     }
