@@ -54,6 +54,12 @@ debug = os.environ.get("MYDEV_DEBUG_BUILD") == "1"
 # one loaded at run time (same soname), so kernels share ATen's thread team.
 cxx_flags = ["-std=c++17", "-fvisibility=hidden", "-fopenmp"]
 cxx_flags += ["-O0", "-g"] if debug else ["-O3"]
+include_dirs = [str(ROOT / "csrc"), str(ROOT / "device_ext" / "include")]
+# The PrivateUse1 profiler (csrc/core/kineto_profiler.cpp) plugs into the
+# Kineto that torch was built with; its headers ship with such a torch.
+if torch.autograd.kineto_available():
+    cxx_flags.append("-DUSE_KINETO")
+    include_dirs.append(os.path.join(os.path.dirname(torch.__file__), "include", "kineto"))
 
 setup(
     name="torch-mydev",
@@ -68,7 +74,7 @@ setup(
         CppExtension(
             name="device_ext._C",
             sources=sources(),
-            include_dirs=[str(ROOT / "csrc"), str(ROOT / "device_ext" / "include")],
+            include_dirs=include_dirs,
             extra_compile_args={"cxx": cxx_flags},
             extra_link_args=["-lrt", "-fopenmp"],
         )
@@ -76,8 +82,13 @@ setup(
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
     entry_points={
         # Called at the end of `import torch` (TORCH_DEVICE_BACKEND_AUTOLOAD=0
-        # turns it off).
-        "torch.backends": ["device_ext = device_ext:_autoload"],
+        # turns it off). The device, then torch.compile for it: each package
+        # loads itself, and inductor_backend depends on device_ext, never the
+        # reverse.
+        "torch.backends": [
+            "device_ext = device_ext:_autoload",
+            "inductor_backend = inductor_backend:_autoload",
+        ],
         # Triton imports <value>.compiler and <value>.driver (the mydev
         # Triton backend; only when triton is installed and imported).
         "triton.backends": ["mydev = device_ext.triton_backend"],

@@ -55,7 +55,7 @@ verdict alone), so the benchmark cannot hang. Ranks end with ``os._exit(0)``
 Which myccl algorithm runs: on shared memory, messages below 256 KiB are
 staged through the shared segment's slots, larger ones read the peers'
 device memory directly (peer-memory handles, no staging copy); see
-csrc/distributed/myccl_backend.h. Cross-host, see
+csrc/distributed/shm_transport_backend.h. Cross-host, see
 csrc/distributed/gloo_transport_backend.h. The simulator runs every rank's
 device streams on host threads, so with 4 ranks on a 2-core machine ranks
 compete for cores; gloo runs on the same cores.

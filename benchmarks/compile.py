@@ -1,7 +1,7 @@
 """torch.compile speed on mydev against eager mydev and compiled CPU, with targets.
 
 Each model of the suite torch.compile on mydev is validated with
-(``inductor_backend/model_suite.py``: mlp, cnn, transformer_block,
+(``benchmarks/model_suite.py``: mlp, cnn, transformer_block,
 rmsnorm_swiglu_block) is timed in two workloads:
 
 * inference: one forward under ``torch.no_grad()``; the cnn runs in eval
@@ -58,7 +58,7 @@ from harness import (  # noqa: E402
     progress, record_failure, render_sectioned_table, run_benchmark, sync_devices,
 )
 
-from inductor_backend.model_suite import CASES, ModelCase, loss_fn  # noqa: E402
+from model_suite import CASES, ModelCase, loss_fn  # noqa: E402
 
 DEVICE = "mydev:0"
 SPEEDUP_TARGET = 1.0  # compiled mydev must beat eager mydev: eager / compiled > this

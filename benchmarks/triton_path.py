@@ -5,7 +5,7 @@ program, so compiled code in kernel_language="triton" is much slower than
 in "cpp" (kernels built by the device compiler). This script says how much,
 so users know what to expect; speed is not a goal of that path.
 
-Each model of inductor_backend/model_suite.py (mlp, cnn, transformer_block,
+Each model of benchmarks/model_suite.py (mlp, cnn, transformer_block,
 rmsnorm_swiglu_block), at a small size, in the two workloads of
 benchmarks/compile.py (inference: a forward under torch.no_grad(); training
 step: forward, loss, backward, SGD step, zero_grad), on mydev:
@@ -45,7 +45,7 @@ from harness import (  # noqa: E402
 
 import inductor_backend.config as mydev_config  # noqa: E402
 from inductor_backend.kernel_languages import triton_unavailable_reason  # noqa: E402
-from inductor_backend.model_suite import CASES, ModelCase  # noqa: E402
+from model_suite import CASES, ModelCase  # noqa: E402
 
 DEVICE = "mydev:0"
 PHASES = ("inference", "training")

@@ -3,7 +3,9 @@
 ``import torch`` loads this package through the ``torch.backends`` entry point
 (``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off); ``import device_ext``
 works too. After either, ``torch.randn(2, device="mydev")`` and
-``torch.mydev.*`` are available.
+``torch.mydev.*`` are available. ``torch.compile`` for mydev is the separate
+package ``inductor_backend``, which depends on this one (never the reverse)
+and is loaded by an entry point of its own.
 """
 
 
@@ -22,17 +24,26 @@ check_torch_version()
 
 from . import _C  # noqa: E402  (only after the version check: a mismatched
 # binary would fail with an undefined-symbol trace instead of a clear message)
+# MYDEV_CPU_FALLBACK is read now: a bad value fails the import, not the first
+# operator that would fall back, possibly hours into a run.
+_C._cpu_fallback_policy()
+
 from ._registration import register  # noqa: E402
 
 register()
 
-from . import _autograd_exit  # noqa: E402
+from .torch_patches import multiprocessing as _multiprocessing_patch  # noqa: E402
 
-_autograd_exit.install()
+_multiprocessing_patch.apply()
 
-from . import _compile_integration  # noqa: E402
+from .torch_patches import autograd_exit  # noqa: E402
 
-_compile_integration.install()
+autograd_exit.apply()
+
+from . import distributed, import_hooks  # noqa: E402
+
+# The myccl c10d backend, once torch.distributed's c10d module exists.
+import_hooks.run_after_import("torch.distributed.distributed_c10d", distributed.register)
 
 from . import ops  # noqa: E402,F401  (defines the fused custom ops torch.ops.mydev.*)
 

@@ -4,12 +4,12 @@
 
 * ``auto`` (default): every rank publishes its host identity (hostname and
   kernel boot id) in the group's store. All equal: shared memory
-  (``MycclBackend``). Otherwise every rank of the group uses gloo's TCP
+  (``ShmTransportBackend``). Otherwise every rank of the group uses gloo's TCP
   transport, including ranks that share a host with others: one transport per
   group keeps every rank's collectives in step.
 * ``shm``: shared memory; every rank must be on one host.
 * ``gloo``: gloo's TCP transport on host views of device memory
-  (``MycclGlooBackend``), also on one host (tests, benchmarks).
+  (``GlooTransportBackend``), also on one host (tests, benchmarks).
 
 Every rank of a group must use the same value.
 """
@@ -67,27 +67,8 @@ def create_backend(dist_backend_opts: Any, backend_options: Any = None) -> Any:
     if transport == "auto":
         transport = "shm" if _all_on_one_host(store, rank, size) else "gloo"
     if transport == "shm":
-        return _C.MycclBackend(store, rank, size, timeout)
+        return _C.ShmTransportBackend(store, rank, size, timeout)
     # Gloo's keys apart from the shared-memory and host-identity ones.
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("myccl_gloo/", store), rank, size, timeout)
-    return _C.MycclGlooBackend(gloo, timeout)
+    return _C.GlooTransportBackend(gloo, timeout)
 
-
-def fill_gloo_global_ranks(pg: Any, global_ranks_in_group: Any, group_size: int) -> None:
-    """Gives ``pg``'s gloo backends the global ranks that ``init_process_group``
-    leaves empty for the default group.
-
-    ``ProcessGroupGloo.split()`` looks ranks up in them, and takes "empty" to
-    mean all ranks only in the first gloo backend the process created. With
-    the gloo transport, myccl's own gloo backend comes first (``"mydev:myccl,
-    cpu:gloo"`` creates mydev's backend first), so splitting the CPU one (a 2-D
-    DeviceMesh) would read past an empty list and crash.
-    """
-    from torch.distributed import ProcessGroupGloo
-
-    if global_ranks_in_group or not hasattr(pg, "_device_types"):
-        return
-    for device in pg._device_types:
-        backend = pg._get_backend(device)
-        if isinstance(backend, ProcessGroupGloo) and not backend.options.global_ranks_in_group:
-            backend.options.global_ranks_in_group = list(range(group_size))

@@ -6,8 +6,7 @@ The C++ side (guard, hooks, allocators, kernels) registered itself when
 import torch
 
 from . import mydev as mydev_module
-
-DEVICE_NAME = "mydev"
+from .device_name import DEVICE_NAME
 
 
 def register() -> None:

@@ -2,11 +2,24 @@
 ``config.kernel_language = "triton"``, Triton kernels), builds them for the
 device and launches them on mydev streams.
 
-Nothing here needs importing by hand: ``device_ext`` registers this backend
-as soon as a process imports Inductor (see device_ext/_compile_integration.py).
+This package depends on ``device_ext`` (the device itself), never the
+reverse. ``import torch`` loads it through its own ``torch.backends`` entry
+point (``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off; then
+``import inductor_backend``). Loading it costs nothing: it only asks to be
+told when the process imports Dynamo's device interface and Inductor's
+compiler (``device_ext.import_hooks``), and registers mydev there at that
+moment, as torch.compile and Inductor's compile workers import them.
 """
 
 import threading
+from types import ModuleType
+
+
+def _autoload() -> None:
+    """Entry point called at the end of ``import torch``. Importing this
+    package installs the registration hooks, so there is nothing left to do.
+    (Defined before anything imports torch, as in ``device_ext``.)"""
+
 
 _registered = False
 _lock = threading.Lock()
@@ -18,10 +31,13 @@ def register() -> None:
     with _lock:
         if _registered:
             return
-        from torch._inductor.codegen import common, cpp_utils
+        import torch
+        from torch._inductor.codegen import common
         from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 
-        from . import config, torch_workarounds
+        from device_ext.torch_patches import fake_tensor, inductor
+
+        from . import config
         from .benchmarker import register_benchmarker
         from .cpp_wrapper import MydevCppWrapperCodegen
         from .device_interface import DEVICE, register_device_interface
@@ -41,12 +57,47 @@ def register() -> None:
         )
         # register_backend_for_device stores one scheduling class per device;
         # mydev's entry answers by config.kernel_language at each compile.
-        common.device_codegens[DEVICE] = MydevCodegens(
-            MydevPythonWrapperCodegen, MydevCppWrapperCodegen, WrapperFxCodegen
+        inductor.set_device_codegens(
+            MydevCodegens(MydevPythonWrapperCodegen, MydevCppWrapperCodegen, WrapperFxCodegen)
         )
         common.register_device_op_overrides(DEVICE, MydevDeviceOpOverrides())
-        # How the C++ wrapper names the device type (the PrivateUse1 key).
-        cpp_utils.DEVICE_TO_ATEN[DEVICE] = "at::kPrivateUse1"
         register_benchmarker()
-        torch_workarounds.install()
+        inductor.apply(kernel_language=lambda: config.kernel_language)
+        fake_tensor.apply()
         _registered = True
+
+
+def _register_device_interface(_module: ModuleType) -> None:
+    from device_ext.torch_patches import dynamo
+
+    from .device_interface import register_device_interface
+
+    register_device_interface()
+    # Dynamo decides whether to capture a @triton.jit call while tracing,
+    # before anything imports Inductor's compiler.
+    dynamo.apply(mydev_has_triton=_mydev_has_triton)
+
+
+def _mydev_has_triton() -> bool:
+    import torch
+
+    # Imports Inductor's code generators: only when Dynamo first asks.
+    from .kernel_languages import triton_unavailable_reason
+
+    return torch.mydev.is_available() and triton_unavailable_reason() is None
+
+
+def _register(_module: ModuleType) -> None:
+    register()
+
+
+def _install_hooks() -> None:
+    from device_ext import import_hooks
+
+    # Dynamo looks devices up while tracing, before Inductor's compiler is
+    # imported.
+    import_hooks.run_after_import("torch._dynamo.device_interface", _register_device_interface)
+    import_hooks.run_after_import("torch._inductor.compile_fx", _register)
+
+
+_install_hooks()

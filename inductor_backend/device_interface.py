@@ -7,8 +7,7 @@ import torch
 from torch._dynamo import device_interface as dynamo_devices
 
 from device_ext import _C
-
-DEVICE = "mydev"
+from device_ext.device_name import DEVICE_NAME as DEVICE
 
 
 class MydevInterface(dynamo_devices.DeviceInterface):

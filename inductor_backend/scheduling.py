@@ -8,6 +8,8 @@ from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.utils import IndentedBuffer, Placeholder, get_fused_kernel_name
 from torch._inductor.virtualized import V
 
+from .device_interface import DEVICE
+
 
 class MydevScheduling(CppScheduling):
     def define_kernel(self, src_code, nodes, kernel_args=None):
@@ -24,7 +26,7 @@ class MydevScheduling(CppScheduling):
             if inductor_config.cpp.descriptive_names
             else ""
         )
-        kernel_name = "_".join(["mydev", descriptive, wrapper.next_kernel_suffix()])
+        kernel_name = "_".join([DEVICE, descriptive, wrapper.next_kernel_suffix()])
         wrapper.src_to_kernel[src_code] = kernel_name
         source = (
             src_code.replace(str(Placeholder.KERNEL_NAME), "kernel")

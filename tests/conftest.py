@@ -14,8 +14,10 @@ def python_subprocess():
 @pytest.fixture(autouse=True)
 def device_left_clean():
     """Every test leaves the devices idle and with no unreported kernel
-    failure, so one test's asynchronous error cannot fail the next."""
+    failure, so one test's asynchronous error cannot fail the next. A test
+    that failed while it held a stream has its latches released first."""
     yield
+    torch.mydev._debug.release_all()
     for index in range(torch.mydev.device_count()):
         torch.mydev.synchronize(index)
 

@@ -5,20 +5,32 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from typing import Dict, List, Optional
 
 import pytest
 import torch
 
 import device_ext  # noqa: F401  (registers mydev even with autoload off)
+import inductor_backend  # noqa: F401  (and torch.compile for it: its own entry point)
 
 N_DEVICES = torch.mydev.device_count()
 needs_two_devices = pytest.mark.skipif(N_DEVICES < 2, reason="needs two mydev devices")
 
-# Proving asynchrony: the device sleeps SLEEP_MS, the host must be back well
-# before (generous, so a loaded 2-core machine still passes).
-SLEEP_MS = 300
-HOST_RETURN_S = 0.1
+# Asynchrony and stream order are tested with a latch, never with time: hold a
+# stream, check that what was queued behind it has not run, release it. Used as
+# a context manager, the latch is released on exit even when the test fails.
+hold_stream = torch.mydev._debug.hold_stream
+
+
+def release_from_another_thread(latch) -> threading.Thread:
+    """For a call that blocks the host until the held stream has run it (a
+    copy from pageable memory, ``.item()``, a Triton launch): releases
+    ``latch`` from another thread, before or while that call waits. Either
+    way the work queued behind the latch runs before the call's own work."""
+    thread = threading.Thread(target=latch.release)
+    thread.start()
+    return thread
 
 # The dtypes copies and core ops are checked over.
 COMMON_DTYPES = [

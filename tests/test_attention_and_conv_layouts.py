@@ -6,6 +6,8 @@ kernel promises; the other cases take the math path. Convolutions produce
 the CPU's output layout (channels-last in, channels-last out).
 """
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -119,8 +121,11 @@ def test_attention_takes_the_fused_op_only_where_it_serves(case, fused):
 
 
 def test_fused_attention_bad_input_raises_and_the_device_recovers():
-    q, k, v = (t.to(D) for t in qkv())
-    with pytest.raises(RuntimeError):
+    q_cpu, k_cpu, v_cpu = qkv()
+    with pytest.raises(RuntimeError) as cpu_error:
+        F.scaled_dot_product_attention(q_cpu, k_cpu[..., :4], v_cpu)
+    q, k, v = (t.to(D) for t in (q_cpu, k_cpu, v_cpu))
+    with pytest.raises(RuntimeError, match=f"^{re.escape(str(cpu_error.value))}$"):  # the CPU's error
         F.scaled_dot_product_attention(q, k[..., :4], v)
     with pytest.raises(RuntimeError, match="dropout"):
         torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v, dropout_p=0.5)
@@ -143,6 +148,42 @@ def test_convolution_output_layout_and_gradients_match_cpu(input_format, weight_
         out = F.conv2d(xd, wd, padding=1)
         out.backward(torch.ones_like(out))
         return out, xd.grad, wd.grad
+
+    dev, ref = run(D), run("cpu")
+    assert_close_to_cpu(dev, ref, rtol=1e-4, atol=1e-4)
+    assert [t.stride() for t in dev] == [t.stride() for t in ref]
+
+
+# The convolution shapes of benchmarks/eager.py, small: each takes another
+# CPU algorithm (mkldnn, depthwise, 1x1, strided, transposed) on the device.
+CONVOLUTIONS = {
+    "3x3": (lambda x, w, b: F.conv2d(x, w, b, padding=1), (8, 8, 3, 3), 8),
+    "1x1": (lambda x, w, b: F.conv2d(x, w, b), (16, 8, 1, 1), 8),
+    "depthwise": (lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=8), (8, 1, 3, 3), 8),
+    "strided": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), (12, 8, 3, 3), 8),
+    "transposed": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2), (8, 4, 2, 2), 8),
+}
+
+
+@pytest.mark.parametrize("name", list(CONVOLUTIONS))
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+def test_benchmarked_convolutions_match_cpu_values_gradients_and_strides(name, memory_format):
+    conv, weight_shape, in_channels = CONVOLUTIONS[name]
+    out_channels = weight_shape[1] if name == "transposed" else weight_shape[0]
+
+    def run(device):
+        # Made on the device itself (seeded generator there), then the same
+        # values for the CPU.
+        g = torch.Generator(device=D).manual_seed(0)
+        tensors = [torch.randn(shape, device=D, generator=g)
+                   for shape in ((2, in_channels, 10, 10), weight_shape, (out_channels,))]
+        x, w, b = (t.to(device) for t in tensors)
+        x = x.contiguous(memory_format=memory_format).requires_grad_()
+        w = w.contiguous(memory_format=memory_format).requires_grad_()
+        b.requires_grad_()
+        out = conv(x, w, b)
+        out.backward(torch.arange(out.numel(), dtype=out.dtype, device=device).reshape(out.shape) / out.numel())
+        return out, x.grad, w.grad, b.grad
 
     dev, ref = run(D), run("cpu")
     assert_close_to_cpu(dev, ref, rtol=1e-4, atol=1e-4)

@@ -16,7 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.testing._internal.common_optimizers import optim_db
 
-from mydev_testing import N_DEVICES, assert_close_to_cpu, assert_device_still_usable, needs_two_devices, run_python
+from mydev_testing import (N_DEVICES, assert_close_to_cpu, assert_device_still_usable, hold_stream, needs_two_devices,
+                           run_python)
 
 D = "mydev:0"
 D1 = "mydev:1"
@@ -383,14 +384,13 @@ def test_backward_on_device_one_keeps_current_device():
 
 def test_backward_on_side_stream_follows_forward_stream():
     """As on CUDA, backward ops run on the stream of their forward op and the
-    result is ordered for the caller's stream. The side stream is held busy
-    before the forward, so a backward that ignored stream order would read
+    result is ordered for the caller's stream. The side stream is held by a latch
+    until the forward and backward are queued, so a backward that ignored stream order would read
     forward results that do not exist yet."""
     x = cpu_values(64, 64).to(D).requires_grad_()
     torch.mydev.synchronize()
     s = torch.mydev.Stream()
-    with torch.mydev.stream(s):
-        torch.mydev._sleep(150)
+    with torch.mydev.stream(s), hold_stream():
         y = (x @ x).tanh().sum()
         y.backward()
         snapshot = x.grad.clone()

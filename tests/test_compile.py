@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch._dynamo.utils import counters
 from torch._inductor.utils import run_and_get_code
 
-from mydev_testing import (N_DEVICES, SLEEP_MS, assert_close_to_cpu, assert_device_still_usable, compile_with_fx_cache,
+from mydev_testing import (N_DEVICES, assert_close_to_cpu, assert_device_still_usable, compile_with_fx_cache, hold_stream,
                            needs_two_devices, run_python)
 
 pytestmark = pytest.mark.usefixtures("isolated_inductor", "fresh_dynamo")
@@ -216,14 +216,14 @@ def test_second_device_output_device_guard_and_current_device():
     # On a side stream of mydev:1 (the stream context makes mydev:1
     # current): the kernel waits for the work queued there before it.
     side = torch.mydev.Stream(device=1)
-    source = x.to("mydev:1")  # before the sleep: a copy from the host waits for the stream
+    source = x.to("mydev:1")  # before the latch: a copy from the host waits for the stream
     with torch.mydev.stream(side):
         x1 = torch.zeros(10, device="mydev:1")
-        torch.mydev._sleep(SLEEP_MS)
-        x1.copy_(source)
-        out1 = compiled(x1)
-        assert side.query() is False
-        assert torch.mydev.current_device() == 1
+        with hold_stream():
+            x1.copy_(source)
+            out1 = compiled(x1)
+            assert side.query() is False
+            assert torch.mydev.current_device() == 1
     side.synchronize()
     assert torch.mydev.current_device() == 0
     assert_close_to_cpu(out1, add_relu_scale(x), device="mydev:1", exact=True)
@@ -244,21 +244,21 @@ def cos_affine(x):
 def test_compiled_kernels_run_in_stream_order_with_eager_ops():
     n = 4096
     compiled = torch.compile(cos_affine, fullgraph=True)
-    compiled(torch.zeros(n, device=D))  # compile first: the sleep below only has to outlast launches
+    compiled(torch.zeros(n, device=D))  # compile first: compiling synchronizes
     torch.mydev.synchronize()
 
     side = torch.mydev.Stream()
     with torch.mydev.stream(side):
         x = torch.zeros(n, device=D)
-        torch.mydev._sleep(SLEEP_MS)       # everything below waits behind this
-        x.fill_(3.0)                       # eager write of x
-        y = compiled(x)                    # compiled kernel reads x
-        done = torch.mydev.Event()
-        done.record()
-        # The compiled call only enqueued its kernel.
-        assert done.query() is False
-        assert side.query() is False
-        z = y * 2 + x                      # eager op on the compiled output
+        with hold_stream():                # everything below waits behind this
+            x.fill_(3.0)                   # eager write of x
+            y = compiled(x)                # compiled kernel reads x
+            done = torch.mydev.Event()
+            done.record()
+            # The compiled call only enqueued its kernel.
+            assert done.query() is False
+            assert side.query() is False
+            z = y * 2 + x                  # eager op on the compiled output
     side.synchronize()
     assert done.query() is True
     expected_y = cos_affine(torch.full((n,), 3.0))
@@ -271,9 +271,9 @@ def test_compiled_call_on_default_stream_returns_before_its_kernels_ran():
     x = torch.ones(256, device=D)
     compiled(x)
     torch.mydev.synchronize()
-    torch.mydev._sleep(SLEEP_MS)
-    y = compiled(x)
-    assert torch.mydev.current_stream().query() is False
+    with hold_stream():
+        y = compiled(x)
+        assert torch.mydev.current_stream().query() is False
     torch.mydev.synchronize()
     assert_close_to_cpu(y, cos_affine(torch.ones(256)), device=D, rtol=RTOL, atol=1e-6)
 
@@ -398,9 +398,12 @@ def test_unknown_kernel_language_is_a_clear_error():
     import inductor_backend.config as mydev_config
 
     compiled = torch.compile(add_relu_scale)
+    expected = ("ValueError: inductor_backend.config.kernel_language='opencl' (MYDEV_INDUCTOR_KERNEL_LANGUAGE): "
+                "the mydev kernel languages are 'cpp', 'triton'")
     with mydev_config.patch(kernel_language="opencl"), \
-            pytest.raises(Exception, match=r"kernel_language='opencl'.*languages are 'cpp', 'triton'"):
+            pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match=re.escape(expected)) as info:
         compiled(torch.ones(4, device=D))
+    assert type(info.value.inner_exception) is ValueError
     assert_device_still_usable()
 
 
@@ -441,9 +444,9 @@ def test_launcher_runs_hand_written_kernel_on_stream(scale_launcher):
 
     x = torch.arange(6.0, device=D)
     out = torch.empty(6, device=D)
-    torch.mydev._sleep(SLEEP_MS)
-    assert scale_launcher(_current_raw_stream(0), out, x, 6) is None
-    assert torch.mydev.current_stream().query() is False  # queued, not run
+    with hold_stream():
+        assert scale_launcher(_current_raw_stream(0), out, x, 6) is None
+        assert torch.mydev.current_stream().query() is False  # queued, not run
     torch.mydev.synchronize()
     assert_close_to_cpu(out, torch.arange(6.0) * 2 + 1, exact=True)
 

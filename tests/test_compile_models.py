@@ -1,4 +1,4 @@
-"""The model suite (inductor_backend/model_suite.py) compiled for mydev with
+"""The model suite (benchmarks/model_suite.py) compiled for mydev with
 torch.compile, against the same models run eagerly on the CPU.
 
 For every case: an inference forward, and one training step (forward, loss,
@@ -18,7 +18,7 @@ import torch
 import torch._inductor.config
 from torch._dynamo.utils import counters
 
-from inductor_backend.model_suite import CASES, loss_fn
+from model_suite import CASES, loss_fn  # benchmarks/ (see pyproject.toml)
 from mydev_testing import assert_close_to_cpu
 
 pytestmark = pytest.mark.usefixtures("isolated_inductor", "fresh_dynamo")

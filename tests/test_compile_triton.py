@@ -7,7 +7,7 @@
   plain @triton.jit calls) under torch.compile with fullgraph=True, with
   either kernel language, and the triton_op called eagerly.
 - The FX graph cache keeps the two kernel languages apart.
-- The model suite (inductor_backend/model_suite.py) at size "tiny" with
+- The model suite (benchmarks/model_suite.py) at size "tiny" with
   kernel_language="triton": inference and a training step against eager CPU.
 - Bad input: Triton missing, cpp_wrapper with Triton, a CPU tensor for a
   user kernel (an unknown language: tests/test_compile.py).
@@ -36,10 +36,10 @@ from torch._inductor.utils import run_and_get_code  # noqa: E402
 
 import inductor_backend.config as mydev_config  # noqa: E402
 from inductor_backend.kernel_languages import triton_unavailable_reason  # noqa: E402
-from inductor_backend.model_suite import CASES, loss_fn  # noqa: E402
+from model_suite import CASES, loss_fn  # noqa: E402  (benchmarks/, see pyproject.toml)
 from mydev_testing import (  # noqa: E402
-    SLEEP_MS, assert_close_to_cpu, assert_device_still_usable, compile_with_fx_cache, needs_two_devices,
-    run_python,
+    assert_close_to_cpu, assert_device_still_usable, compile_with_fx_cache, hold_stream, needs_two_devices,
+    release_from_another_thread, run_python,
 )
 
 pytestmark = pytest.mark.usefixtures("isolated_inductor", "fresh_dynamo")
@@ -168,8 +168,9 @@ def test_triton_kernels_run_in_stream_order_with_eager_ops():
     side = torch.mydev.Stream()
     with torch.mydev.stream(side):
         x = torch.zeros(n, device=D)
-        torch.mydev._sleep(SLEEP_MS)       # everything below waits behind this
+        latch = hold_stream()              # everything below waits behind this
         x.fill_(3.0)                       # eager write of x
+        release_from_another_thread(latch)  # a Triton launch returns once its kernel ran
         y = compiled_in_triton(x)          # the Triton kernel reads x
         z = y * 2 + x                      # eager op on its output
     side.synchronize()
@@ -405,15 +406,20 @@ def test_model_training_step_in_triton_matches_eager_cpu(name):
                          ids=["generated_kernels", "user_kernel"])
 def test_cpp_wrapper_with_triton_kernels_is_a_clear_error(language, fn):
     x, y = torch.ones(4, device=D), torch.ones(4, device=D)
+    expected = ("NotImplementedError: Triton kernels on mydev (kernel_language='triton', or a user-defined Triton "
+                "kernel) are launched by the Python wrapper only; compile with "
+                "torch._inductor.config.cpp_wrapper=False")
     with mydev_config.patch(kernel_language=language), torch._inductor.config.patch(cpp_wrapper=True), \
-            pytest.raises(Exception, match=r"Python wrapper only.*cpp_wrapper=False"):
+            pytest.raises(torch._inductor.exc.InductorError, match=re.escape(expected)):
         torch.compile(fn)(x, y)
     assert_device_still_usable()
 
 
 def test_user_kernel_given_a_cpu_tensor_is_refused():
     x = torch.ones(8, device=D)
-    with pytest.raises(Exception, match=r"cpu|CPU"):
+    expected = ("Triton kernel 'scale_add_kernel': argument 'y_ptr' is a cpu tensor, but the kernel runs on "
+                "mydev:0; pass mydev tensors (e.g. x.to('mydev:0'))")
+    with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
         scale_add(x, torch.ones(8), 1.0)
     torch.mydev.synchronize()
     assert_device_still_usable()

@@ -1,4 +1,5 @@
-"""Why each patch in inductor_backend/torch_workarounds.py is needed.
+"""Why each patch of Inductor, Dynamo and FakeTensor in device_ext/torch_patches/
+(inductor.py, dynamo.py, fake_tensor.py) is needed.
 
 Each test runs in a fresh interpreter (the patches are process-wide): it
 compiles a function with the workaround in place (works, values equal the
@@ -27,7 +28,7 @@ import torch
 import torch._inductor.compile_fx  # registers inductor_backend (import hook)
 from torch._inductor import scheduler
 from torch._inductor.utils import run_and_get_code
-from inductor_backend import torch_workarounds
+from device_ext.torch_patches import inductor as inductor_patches
 
 def attempt(fn, *args):
     '''Compiles and runs fn on mydev tensors; what happened, as a dict.'''
@@ -72,7 +73,7 @@ def test_get_current_backend_reports_cpp_for_mydev():
         assert torch._inductor.utils.get_current_backend("mydev") == "cpp"
         patched = attempt(causal_softmax, s)
         original = torch._inductor.utils.get_current_backend.__wrapped__
-        for name in torch_workarounds._GET_CURRENT_BACKEND_USERS:
+        for name in inductor_patches.GET_CURRENT_BACKEND_USERS:
             setattr(importlib.import_module(name), "get_current_backend", original)
         assert torch._inductor.utils.get_current_backend("mydev") == "triton"
         print(json.dumps({"patched": patched, "original": attempt(causal_softmax, s)}))

@@ -81,9 +81,13 @@ FAKE_OPS_SOURCE = textwrap.dedent(
         return x.clone()
 
 
-    def hanging(x):  # the device's stream stays busy: synchronizing hangs
+    def column_major(x):  # the right values in another layout on the device
+        return x.sin().t().contiguous().t() if on_device(x) else x.sin()
+
+
+    def hanging(x):  # the device's stream stays held: synchronizing hangs
         if on_device(x):
-            torch.mydev._sleep(600_000)
+            torch.mydev._debug.hold_stream(timeout_s=600)
         return x.sin()
 
 
@@ -109,6 +113,7 @@ FAKE_OPS_SOURCE = textwrap.dedent(
         fake("random", random),
         fake("failing_asynchronously", failing_asynchronously),
         fake("hanging", hanging),
+        fake("column_major", column_major),
     ]
     '''
 )
@@ -218,6 +223,32 @@ def test_mismatching_op_is_a_mismatch(fake_ops: Dict[str, object]) -> None:
     assert "Greatest absolute difference" in result.causes[0].message
 
 
+def test_metadata_check_finds_other_strides_with_samples_made_on_the_device(fake_ops: Dict[str, object]) -> None:
+    """--samples-on-device: samples generated on the device, strides compared
+    (the default check compares values, shapes and dtypes, not strides)."""
+    assert check_fake(fake_ops, "column_major").status == Status.PASS
+    result = run_op(fake_ops["column_major"], torch.float32, RunOptions(variants=(), samples_on_device=True))
+    assert result.status == Status.MISMATCH
+    assert result.causes[0].message == "output: strides (1, 4), CPU gives (3, 1)"
+    assert "device=\"mydev:0\"" in result.causes[0].sample
+    assert check_fake(fake_ops, "correct").status == Status.PASS
+
+
+def test_cli_metadata_check_over_ops_and_modules(tmp_path: Path) -> None:
+    """The two outputs whose metadata the device once got wrong: a 1-D
+    MultiLabelMarginLoss without reduction (0-dim on the CPU) and
+    nonzero_static (row-major on the CPU); modules are reported as ops."""
+    json_path = tmp_path / "report.json"
+    run = run_cli("--samples-on-device", "--modules", "--jobs", "0", "--variants", "function",
+                  "--ops", "^(nonzero_static|module:nn.MultiLabelMarginLoss|module:nn.LSTM)$",
+                  "--json", str(json_path))
+    assert run.returncode == 0, run.stderr
+    report = json.loads(json_path.read_text())
+    assert report["settings"]["samples_on_device"] and report["settings"]["modules"]
+    statuses = {r["op"]: r["status"] for r in report["results"]}
+    assert statuses == {"nonzero_static": "pass", "module:nn.MultiLabelMarginLoss": "pass", "module:nn.LSTM": "pass"}
+
+
 def test_raising_op_is_an_error(fake_ops: Dict[str, object]) -> None:
     result = check_fake(fake_ops, "raising")
     assert result.status == Status.ERROR
@@ -264,13 +295,33 @@ def test_uninitialised_output_is_skipped_but_checked_for_shape() -> None:
     assert "uninitialised" in result.reason
 
 
-def test_dtype_selection_follows_the_cpu_dtypes() -> None:
+def test_dtype_selection_follows_cudas_dtypes() -> None:
     ops = opdb.load_ops()
-    selection = opdb.select(ops, "all", include=["^add$"])
-    assert {task.dtype for task in selection.tasks} == {str(d).replace("torch.", "") for d in ops["add"].supported_dtypes("cpu")}
+    selection = opdb.select(ops, "all", include=["^add$"], layouts=[opdb.STRIDED])
+    expected = set(ops["add"].supported_dtypes("cuda")) | set(ops["add"].supported_dtypes("cpu"))
+    assert {task.dtype for task in selection.tasks} == {str(d).replace("torch.", "") for d in expected}
+    # histc: cuda (and so mydev) has integer dtypes the CPU lacks.
+    histc = {task.dtype for task in opdb.select(ops, "all", include=["^histc$"], layouts=[opdb.STRIDED]).tasks}
+    assert "int32" in histc and torch.int32 not in ops["histc"].supported_dtypes("cpu")
     assert opdb.select(ops, "float32", include=["^add$"], exclude=["add"]).tasks == []
     # An op without the requested dtype is listed as not applicable.
     assert opdb.select(ops, "float32", include=["^bitwise_and$"]).not_applicable == ["bitwise_and"]
+
+
+def test_sparse_section_checks_the_opinfos_sparse_samples() -> None:
+    ops = opdb.load_ops()
+    names = [task.op for task in opdb.select(ops, "float32", include=["^abs$"]).tasks]
+    assert names == ["abs", "abs[sparse_coo]", "abs[sparse_csr]", "abs[sparse_csc]", "abs[sparse_bsr]", "abs[sparse_bsc]"]
+    for name in names[1:]:
+        op, layout = opdb.resolve(ops, name)
+        result = run_op(op, torch.float32, RunOptions(max_samples=3), layout)
+        assert result.op == name and result.status == Status.PASS, (name, result.status, result.reason)
+
+
+def test_reference_at_a_dtype_the_cpu_lacks_is_computed_wider() -> None:
+    ops = opdb.load_ops()
+    result = run_op(ops["exp"], torch.complex32, RunOptions(max_samples=3))
+    assert result.status == Status.PASS, result.reason
 
 
 def test_common_ops_pass_at_float32() -> None:

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from mydev_testing import COMMON_DTYPES, run_python
+from mydev_testing import COMMON_DTYPES, hold_stream, release_from_another_thread, run_python
 
 D0 = "mydev:0"
 D1 = "mydev:1"
@@ -330,15 +330,16 @@ def test_non_blocking_with_pageable_memory_is_complete_on_return(direction):
         host = ref.clone()
         assert not host.is_pinned()
         dev = torch.zeros_like(ref, device=D0)
-        torch.mydev._sleep(30)  # the stream is busy when the copy is issued
+        release_from_another_thread(hold_stream())  # the stream is held when the copy is issued
         dev.copy_(host, non_blocking=True)
         host.fill_(-1)  # the caller may reuse a pageable buffer at once
         assert_same(dev, ref)
     else:
         dev = ref.to(D0)
-        torch.mydev._sleep(30)
+        latch = hold_stream()
         dev.mul_(2)
         host = torch.zeros_like(ref)
+        release_from_another_thread(latch)
         host.copy_(dev, non_blocking=True)
         # No synchronize: with pageable memory the data is there on return.
         torch.testing.assert_close(host, ref * 2, rtol=0, atol=0)
@@ -401,8 +402,9 @@ def test_copy_after_device_op_sees_its_result(direction):
     ref = values((256, 128), torch.float32)
     src = ref.to(src_dev)
     with torch.mydev.device(src_dev):
-        torch.mydev._sleep(30)  # the op below is still queued when the copy is issued
+        latch = hold_stream()  # the op below is still queued when the copy is issued
     src.mul_(3).add_(1)
+    release_from_another_thread(latch)
     out = src.to(dst_dev, copy=True)
     assert_same(out, ref * 3 + 1)
     strided = src.t().to(dst_dev)  # the kernel path of the copy, too
@@ -412,8 +414,9 @@ def test_copy_after_device_op_sees_its_result(direction):
 def test_h2d_copy_after_device_op_is_ordered_after_it():
     ref = values((256, 128), torch.float32)
     dev = torch.zeros_like(ref, device=D0)
-    torch.mydev._sleep(30)
+    latch = hold_stream()
     dev.add_(100)  # queued, runs before the copy below
+    release_from_another_thread(latch)
     dev.copy_(ref)
     assert_same(dev, ref)
 
@@ -424,9 +427,10 @@ def test_copy_on_side_stream_sees_work_of_that_stream():
     torch.mydev.synchronize()
     stream = torch.mydev.Stream(D0)
     with torch.mydev.stream(stream):
-        torch.mydev._sleep(30)
+        latch = hold_stream()
         dev.fill_(5)
         host = torch.empty_like(ref)
+        release_from_another_thread(latch)
         host.copy_(dev)
         other = torch.empty_like(dev)
         other.copy_(dev)
@@ -440,12 +444,14 @@ def test_cross_device_copy_waits_for_source_and_destination_work():
     src = ref.to(D0)
     dst = torch.zeros_like(ref, device=D1)
     with torch.mydev.device(D1):
-        torch.mydev._sleep(20)
+        held_destination = hold_stream()
     dst.fill_(9)  # queued on mydev:1 before the copy: must not win over it
     with torch.mydev.device(D0):
-        torch.mydev._sleep(20)
+        held_source = hold_stream()
     src.neg_()
-    dst.copy_(src)
+    dst.copy_(src)  # queued: a copy between devices does not block the host
+    held_source.release()
+    held_destination.release()
     assert_same(dst, -ref)
 
 

@@ -1,6 +1,6 @@
 """The native core ops of mydev (csrc/aten/core_ops.cpp) and the generic
 device-kernel path that runs every other ATen op on the device
-(csrc/aten/device_kernel_fallback.cpp).
+(csrc/aten/device_kernel_path.cpp).
 
 Every test does the same thing on CPU and compares.
 """
@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 
-from mydev_testing import COMMON_DTYPES
+from mydev_testing import COMMON_DTYPES, hold_stream, release_from_another_thread
 
 D = "mydev:0"
 D1 = "mydev:1"
@@ -498,10 +498,10 @@ def test_fill_with_zero_dim_tensor(value_device, dtype, value_dtype):
 
 def test_fill_with_device_value_is_stream_ordered():
     value = torch.tensor(1.0, device=D)
-    torch.mydev._sleep(20)
-    value.add_(2)  # queued; the fill below must read 3
-    x = torch.zeros(8, device=D).fill_(value)
-    value.add_(100)  # after the fill: must not change it
+    with hold_stream():
+        value.add_(2)  # queued; the fill below must read 3
+        x = torch.zeros(8, device=D).fill_(value)
+        value.add_(100)  # after the fill: must not change it
     assert_matches_cpu(x, torch.full((8,), 3.0), exact=True)
 
 
@@ -565,8 +565,9 @@ def test_item_tolist_and_local_scalar_dense(dtype):
 
 def test_item_sees_queued_work():
     x = torch.ones(1024, device=D)
-    torch.mydev._sleep(20)
+    latch = hold_stream()
     total = x.mul(3).sum()
+    release_from_another_thread(latch)
     assert total.item() == 3072.0
     assert float(total) == 3072.0 and int(total) == 3072
 
@@ -1014,8 +1015,9 @@ def test_data_dependent_ops_return_device_tensors(name, fn):
     x_ref = sample((5, 6), seed=21)
     expected = fn(x_ref)
     x = x_ref.to(D)
-    torch.mydev._sleep(10)
+    latch = hold_stream()
     x = x * 1  # the input is still being computed when the op runs
+    release_from_another_thread(latch)  # data-dependent ops synchronize
     out = fn(x)
     if isinstance(expected, tuple):
         assert_matches_cpu(tuple(out), tuple(expected), exact=True)
@@ -1192,23 +1194,3 @@ def _raise_same(fn, x_ref, *args):
 )
 def test_op_errors_match_cpu(name, fn, args):
     _raise_same(fn, sample((4, 4), seed=25), *args)
-
-
-def test_sparse_coo_is_refused_with_a_clear_error():
-    dense = torch.randn(3, 3, device="mydev")
-    with pytest.raises(NotImplementedError, match="mydev has no kernels for sparse tensors"):
-        dense.to_sparse()
-    torch.testing.assert_close((dense * 2).cpu(), dense.cpu() * 2)
-
-
-def test_sparse_csr_can_be_built_but_not_computed_on():
-    # CSR's components are dense tensors, so building it works; computing on
-    # the layout is refused.
-    dense = torch.randn(3, 3, device="mydev")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "Sparse CSR tensor support is in beta"
-        csr = dense.to_sparse_csr()
-    assert csr.layout == torch.sparse_csr and csr.device == dense.device
-    with pytest.raises(NotImplementedError, match="mydev has no kernels for sparse tensors"):
-        csr.to_dense()
-    torch.testing.assert_close((dense * 2).cpu(), dense.cpu() * 2)

@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Iterator, List, Union
 import pytest
 import torch
 
-from mydev_testing import assert_device_still_usable, run_python
+from mydev_testing import assert_device_still_usable, hold_stream, release_from_another_thread, run_python
 
 MiB = 1 << 20
 # Default-seed of every fresh generator (c10::default_rng_seed_val), as on cuda.
@@ -182,6 +182,34 @@ def test_negative_device_index_is_rejected(make: Callable[[], torch.device], exp
     assert_device_still_usable()
 
 
+NEGATIVE_INDEX_CALLS = [
+    pytest.param(lambda: torch.mydev.set_device(-1), id="set_device"),
+    pytest.param(lambda: torch.mydev.device(-1), id="device-context"),
+    pytest.param(lambda: torch.mydev.synchronize(-1), id="synchronize"),
+    pytest.param(lambda: torch.mydev.current_stream(-1), id="current_stream"),
+    pytest.param(lambda: torch.mydev.default_stream(-1), id="default_stream"),
+    pytest.param(lambda: torch.mydev.Stream(-1), id="Stream"),
+    pytest.param(lambda: torch.mydev.get_device_properties(-1), id="get_device_properties"),
+    pytest.param(lambda: torch.mydev.get_device_name(-1), id="get_device_name"),
+    pytest.param(lambda: torch.mydev.get_device_capability(-1), id="get_device_capability"),
+    pytest.param(lambda: torch.mydev.memory_allocated(-1), id="memory_allocated"),
+    pytest.param(lambda: torch.mydev.memory_stats(-1), id="memory_stats"),
+    pytest.param(lambda: torch.mydev.mem_get_info(-1), id="mem_get_info"),
+    pytest.param(lambda: torch.mydev.reset_peak_memory_stats(-1), id="reset_peak_memory_stats"),
+    pytest.param(lambda: torch.mydev.get_rng_state(-1), id="get_rng_state"),
+]
+
+
+@pytest.mark.parametrize("call", NEGATIVE_INDEX_CALLS)
+def test_negative_index_is_the_same_error_everywhere(call: Callable[[], Any]) -> None:
+    # None means the current device; a negative index is out of range, with
+    # the message an index past the last device gets.
+    with pytest.raises(RuntimeError) as info:
+        call()
+    assert "Invalid device index mydev:-1: there are 2 mydev devices (set MYDEV_DEVICE_COUNT" in str(info.value)
+    assert_device_still_usable()
+
+
 def test_default_generators_index_out_of_range() -> None:
     with pytest.raises(IndexError, match=r"mydev device index 3 out of range \(device count 2\)"):
         torch.mydev.default_generators[3]
@@ -351,11 +379,14 @@ def test_accelerator_device_index() -> None:
 @pytest.mark.parametrize("index", [0, 1])
 def test_accelerator_synchronize_waits_for_queued_work(index: int) -> None:
     with torch.mydev.device(index):
-        torch.mydev._sleep(500)
+        latch = hold_stream()
+        y = torch.arange(4.0, device="mydev") * 2
     stream = torch.mydev.current_stream(index)
     assert not stream.query()  # the host returned before the kernel ran
+    release_from_another_thread(latch)
     torch.accelerator.synchronize(index)
     assert stream.query()
+    assert torch.equal(y.cpu(), torch.arange(4.0) * 2)
 
 
 def test_accelerator_current_stream() -> None:

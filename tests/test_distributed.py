@@ -139,14 +139,13 @@ def _check_async(rank: int, world_size: int) -> None:
     dev = torch.device("mydev", 0)
     # Produced on a side stream: the collective must wait for it (stream order).
     stream = torch.mydev.Stream()
-    with torch.mydev.stream(stream):
-        import device_ext._C
-
-        device_ext._C._sleep(200)  # the producer is slow: the collective must wait
+    with torch.mydev.stream(stream), torch.mydev._debug.hold_stream():
+        # The producer is held: the collective must wait for it.
         t = torch.full((1000,), float(rank + 1), device=dev) * 2
         work = dist.all_reduce(t, async_op=True)
-        assert work.wait() is True
+        assert work.wait() is True  # orders this stream after it; does not block the host
         u = t + 1  # ordered after the collective on the same stream
+        assert not work.is_completed()
     futs = work.get_future().wait()
     expected = 2.0 * sum(range(1, world_size + 1))
     torch.mydev.synchronize()

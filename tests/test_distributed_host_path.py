@@ -3,7 +3,7 @@ memory), forced on one machine with MYCCL_TRANSPORT=gloo, and the transport
 selection. Multi-process, see distributed_harness.py."""
 
 import os
-import time
+from datetime import timedelta
 
 import pytest
 import torch
@@ -56,7 +56,7 @@ def _worker_collectives(rank: int, world_size: int) -> None:
     from test_distributed import _check_async, _check_bad_arguments, _check_collectives
 
     init_group(rank, world_size, SPEC)
-    assert _backend_class() == "MycclGlooBackend", _backend_class()
+    assert _backend_class() == "GlooTransportBackend", _backend_class()
     _check_collectives(rank, world_size)
     _check_async(rank, world_size)
     _check_bad_arguments(rank, world_size)
@@ -177,7 +177,7 @@ def _worker_split_mesh(rank: int, world_size: int) -> None:
     for dim, peers in (("dp", [rank % 2, rank % 2 + 2]), ("tp", [rank // 2 * 2, rank // 2 * 2 + 1])):
         group = mesh.get_group(dim)
         backend = group._get_backend(torch.device("mydev"))
-        assert type(backend).__name__ == "MycclGlooBackend", type(backend).__name__
+        assert type(backend).__name__ == "GlooTransportBackend", type(backend).__name__
         t = torch.full((6,), float(rank + 1), device=device)
         dist.all_reduce(t, group=group)
         _assert_equal(t, torch.full((6,), float(sum(p + 1 for p in peers))), f"{dim} all_reduce")
@@ -203,13 +203,11 @@ def _worker_ddp(rank: int, world_size: int) -> None:
 
 def _report_failed_all_reduce(numel: int) -> None:
     """Prints the error an all_reduce of ``numel`` elements must fail with
-    (``ERROR: ...``) and how long it took (``ELAPSED <s>``)."""
+    (``ERROR: ...``). A hang ends at run_ranks' time limit."""
     import torch.distributed as dist
     from test_distributed import _report_error
 
-    start = time.monotonic()
     _report_error("ERROR", lambda: dist.all_reduce(torch.ones(numel, device="mydev")))
-    print("ELAPSED", round(time.monotonic() - start, 1))
 
 
 def _worker_peer_dies(rank: int, world_size: int) -> None:
@@ -230,12 +228,17 @@ def _worker_peer_dies(rank: int, world_size: int) -> None:
 
 
 def _worker_peer_stalls(rank: int, world_size: int) -> None:
-    """Rank 1 stays alive but skips the collective: rank 0 times out."""
+    """Rank 1 stays alive but skips the collective: rank 0 times out. Rank 1
+    waits on the store until rank 0 has reported, however long that takes."""
+    import torch.distributed as dist
+
     init_group(rank, world_size, SPEC, timeout_s=2)
+    store = dist.distributed_c10d._get_default_store()
     if rank == 1:
-        time.sleep(6)
+        store.wait(["rank0_reported"], timedelta(seconds=120))
         os._exit(0)
     _report_failed_all_reduce(8)
+    store.set("rank0_reported", "1")
     exit_ok()
 
 
@@ -290,9 +293,6 @@ def test_peer_that_dies_fails_the_others_clearly():
         error = next(line for line in out.splitlines() if line.startswith("ERROR:"))
         assert "myccl: allreduce" in error and f"rank {rank}" in error, error
         assert "gloo's TCP transport (a peer exited" in error, error
-        elapsed = float(next(line for line in out.splitlines()
-                             if line.startswith("ELAPSED")).split()[1])
-        assert elapsed < 30, out  # the group's timeout is 5 s; never a hang
         assert "earlier collective" in out.split("AFTER:")[1], out
 
 
@@ -312,9 +312,9 @@ def test_bad_transport_value_is_a_clear_error():
         assert "auto, shm, gloo" in result.stdout, result.stdout
 
 
-@pytest.mark.parametrize("transport, expected", [("auto", "MycclBackend"),
-                                                 ("shm", "MycclBackend"),
-                                                 ("gloo", "MycclGlooBackend")])
+@pytest.mark.parametrize("transport, expected", [("auto", "ShmTransportBackend"),
+                                                 ("shm", "ShmTransportBackend"),
+                                                 ("gloo", "GlooTransportBackend")])
 def test_transport_selection(transport, expected):
     results = run_ranks(__name__, "transport_name", 2, env={"MYCCL_TRANSPORT": transport})
     check_ok(results)

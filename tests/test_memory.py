@@ -9,12 +9,12 @@ a known starting state (segment sizes, OOM at 64 MiB) run in a fresh process.
 
 import gc
 import json
-import time
+import threading
 
 import pytest
 import torch
 
-from mydev_testing import HOST_RETURN_S, N_DEVICES, SLEEP_MS, needs_two_devices
+from mydev_testing import N_DEVICES, hold_stream, needs_two_devices
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -379,14 +379,15 @@ def test_cached_blocks_are_released_and_retried_before_oom(python_subprocess):
 # ----------------------------------------------------------- record_stream --
 
 
-def _use_on_busy_side_stream(a):
-    """Queues b = a * 2 on a side stream behind a long sleep."""
+def _use_on_held_side_stream(a):
+    """Queues b = a * 2 on a side stream behind a latch; returns (side, b,
+    the latch), which the test releases (``with latch:``)."""
     side = torch.mydev.Stream()
     side.wait_stream(torch.mydev.current_stream())
+    latch = hold_stream(side)
     with torch.mydev.stream(side):
-        torch.mydev._sleep(SLEEP_MS)
         b = a * 2
-    return side, b
+    return side, b, latch
 
 
 @pytest.mark.parametrize("nbytes", [64 * KiB, 12 * MiB], ids=["small", "large"])
@@ -394,13 +395,14 @@ def test_record_stream_delays_reuse_until_side_stream_is_done(nbytes, clean_cach
     n = nbytes // 4
     a = torch.full((n,), 1.0, device="mydev")
     pointer = a.data_ptr()
-    side, b = _use_on_busy_side_stream(a)
-    a.record_stream(side)
-    del a
-    # Allocated (and overwritten) on the current stream while side still runs.
-    c = torch.full((n,), 7.0, device="mydev")
-    assert side.query() is False
-    assert c.data_ptr() != pointer
+    side, b, latch = _use_on_held_side_stream(a)
+    with latch:
+        a.record_stream(side)
+        del a
+        # Allocated (and overwritten) on the current stream while side still waits.
+        c = torch.full((n,), 7.0, device="mydev")
+        assert side.query() is False
+        assert c.data_ptr() != pointer
     side.synchronize()
     assert torch.equal(b.cpu(), torch.full((n,), 2.0))     # a's memory was not clobbered
     assert torch.equal(c.cpu(), torch.full((n,), 7.0))
@@ -410,11 +412,12 @@ def test_record_stream_block_is_reused_once_side_stream_finished(clean_cache):
     n = 12 * MiB // 4      # a whole segment: no splitting or merging
     a = torch.full((n,), 1.0, device="mydev")
     pointer = a.data_ptr()
-    side, b = _use_on_busy_side_stream(a)
-    a.record_stream(side)
-    del a
-    c = torch.empty(n, device="mydev")
-    assert c.data_ptr() != pointer
+    side, b, latch = _use_on_held_side_stream(a)
+    with latch:
+        a.record_stream(side)
+        del a
+        c = torch.empty(n, device="mydev")
+        assert c.data_ptr() != pointer
     torch.mydev.synchronize()
     d = torch.empty(n, device="mydev")
     assert d.data_ptr() == pointer
@@ -426,11 +429,12 @@ def test_without_record_stream_block_is_reused_at_once(nbytes, clean_cache):
     n = nbytes // 4
     a = torch.full((n,), 1.0, device="mydev")
     pointer = a.data_ptr()
-    side, _ = _use_on_busy_side_stream(a)
-    del a
-    c = torch.empty(n, device="mydev")
-    assert side.query() is False
-    assert c.data_ptr() == pointer
+    side, _, latch = _use_on_held_side_stream(a)
+    with latch:
+        del a
+        c = torch.empty(n, device="mydev")
+        assert side.query() is False
+        assert c.data_ptr() == pointer
 
 
 def test_block_freed_on_busy_side_stream_is_not_handed_to_another_stream(clean_cache):
@@ -441,12 +445,13 @@ def test_block_freed_on_busy_side_stream_is_not_handed_to_another_stream(clean_c
     with torch.mydev.stream(side):
         a = torch.full((n,), 1.0, device="mydev")
         pointer = a.data_ptr()
-        torch.mydev._sleep(SLEEP_MS)
+        latch = hold_stream()
         b = a * 2
         del a
-    c = torch.full((n,), 7.0, device="mydev")
-    assert side.query() is False
-    assert c.data_ptr() != pointer
+    with latch:
+        c = torch.full((n,), 7.0, device="mydev")
+        assert side.query() is False
+        assert c.data_ptr() != pointer
     side.synchronize()
     assert torch.equal(b.cpu(), torch.full((n,), 2.0))
 
@@ -454,11 +459,11 @@ def test_block_freed_on_busy_side_stream_is_not_handed_to_another_stream(clean_c
 def test_record_stream_on_own_stream_does_not_delay_reuse(clean_cache):
     a = _bytes(64 * KiB)
     pointer = a.data_ptr()
-    torch.mydev._sleep(SLEEP_MS)
-    a.record_stream(torch.mydev.current_stream())
-    del a
-    # Same stream: stream order already protects the block.
-    assert _bytes(64 * KiB).data_ptr() == pointer
+    with hold_stream():
+        a.record_stream(torch.mydev.current_stream())
+        del a
+        # Same stream: stream order already protects the block.
+        assert _bytes(64 * KiB).data_ptr() == pointer
 
 
 # ---------------------------------------------------------- pinned memory --
@@ -500,17 +505,18 @@ def test_non_blocking_host_to_device_copy(pinned):
     source = reference.pin_memory() if pinned else reference.clone()
     target = torch.zeros(n, device="mydev")
     torch.mydev.synchronize()
-    torch.mydev._sleep(SLEEP_MS)
-    start = time.monotonic()
-    target.copy_(source, non_blocking=True)
-    host_s = time.monotonic() - start
-    if pinned:
-        assert host_s < HOST_RETURN_S                 # queued behind the sleep
-        assert torch.mydev.current_stream().query() is False
-    else:
-        # Pageable memory: the copy happens before returning, after the sleep.
-        assert host_s >= (SLEEP_MS / 1000) - HOST_RETURN_S
-        assert torch.mydev.current_stream().query() is True
+    with hold_stream() as latch:
+        if pinned:
+            target.copy_(source, non_blocking=True)   # returns while the stream is held
+            assert torch.mydev.current_stream().query() is False
+        else:
+            # Pageable memory: the copy happens before returning, so it
+            # returns only once the stream got past the latch.
+            copier = threading.Thread(target=target.copy_, args=(source,), kwargs={"non_blocking": True})
+            copier.start()
+            latch.release()
+            copier.join()
+            assert torch.mydev.current_stream().query() is True
     torch.mydev.synchronize()
     assert torch.equal(target.cpu(), reference)
 
@@ -521,17 +527,14 @@ def test_non_blocking_device_to_pinned_host_copy(method):
     reference = torch.randn(n, generator=torch.Generator().manual_seed(1))
     on_device = reference.to("mydev") * 3
     torch.mydev.synchronize()
-    torch.mydev._sleep(SLEEP_MS)
-    start = time.monotonic()
-    if method == "copy_":
-        out = torch.zeros(n, pin_memory=True)
-        out.copy_(on_device, non_blocking=True)
-    else:
-        out = on_device.to("cpu", non_blocking=True)
-    host_s = time.monotonic() - start
-    assert host_s < HOST_RETURN_S
-    assert out.is_pinned() is True
-    assert torch.mydev.current_stream().query() is False
+    with hold_stream():  # the copy returns while the stream is held
+        if method == "copy_":
+            out = torch.zeros(n, pin_memory=True)
+            out.copy_(on_device, non_blocking=True)
+        else:
+            out = on_device.to("cpu", non_blocking=True)
+        assert out.is_pinned() is True
+        assert torch.mydev.current_stream().query() is False
     torch.mydev.synchronize()
     assert torch.equal(out, reference * 3)
 
@@ -541,15 +544,15 @@ def test_pinned_block_in_flight_is_not_reused(empty_host_cache):
     n = 1 << 20
     source = torch.full((n,), 5.0).pin_memory()
     pointer = source.data_ptr()
-    torch.mydev._sleep(SLEEP_MS)
-    on_device = source.to("mydev", non_blocking=True)   # reads source after the sleep
-    del source
-    if empty_host_cache:
-        torch.accelerator.empty_host_cache()
-    scribble = torch.empty(n, pin_memory=True)
-    scribble.fill_(-1.0)
-    assert torch.mydev.current_stream().query() is False
-    assert scribble.data_ptr() != pointer
+    with hold_stream():
+        on_device = source.to("mydev", non_blocking=True)   # reads source after the latch
+        del source
+        if empty_host_cache:
+            torch.accelerator.empty_host_cache()
+        scribble = torch.empty(n, pin_memory=True)
+        scribble.fill_(-1.0)
+        assert torch.mydev.current_stream().query() is False
+        assert scribble.data_ptr() != pointer
     torch.mydev.synchronize()
     assert torch.equal(on_device.cpu(), torch.full((n,), 5.0))
     # Once the copy finished, the host cache hands that block out again.
@@ -603,11 +606,11 @@ def test_storage_resize_keeps_existing_bytes_in_stream_order(new_elements):
     t = torch.ones(4096, device="mydev")
     source = reference.to("mydev")
     torch.mydev.synchronize()
-    torch.mydev._sleep(200)
-    t.copy_(source * 2)                   # queued behind the sleep
-    assert torch.mydev.current_stream().query() is False
-    storage = t.untyped_storage()
-    storage.resize_(new_elements * 4)
+    with hold_stream():
+        t.copy_(source * 2)                   # queued behind the latch
+        assert torch.mydev.current_stream().query() is False
+        storage = t.untyped_storage()
+        storage.resize_(new_elements * 4)     # queued too: the copy of the kept bytes
     assert storage.nbytes() == new_elements * 4
     view = torch.empty(0, device="mydev").set_(storage, 0, (new_elements,))
     kept = min(4096, new_elements)

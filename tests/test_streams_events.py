@@ -1,7 +1,8 @@
 """Streams, events, asynchrony and asynchronous kernel errors on mydev.
 
-Timed assertions appear only where they prove asynchrony: a 300 ms device
-sleep against a host that must return in under 100 ms.
+Nothing here depends on how long anything takes: a stream latch
+(``torch.mydev._debug.hold_stream``) holds a stream while the test checks
+that the work queued behind it has not run, then releases it.
 """
 
 import contextlib
@@ -11,20 +12,9 @@ import time
 import pytest
 import torch
 
-from mydev_testing import HOST_RETURN_S, N_DEVICES, SLEEP_MS, needs_two_devices
+from mydev_testing import N_DEVICES, hold_stream, needs_two_devices, run_python
 
 import device_ext
-
-
-
-@pytest.fixture(scope="module", autouse=True)
-def warm_device():
-    """The first compute op of a process pays a one-time set-up cost on the
-    host; pay it here, not inside a timed region."""
-    for index in range(N_DEVICES):
-        x = torch.ones(8, device=f"mydev:{index}")
-        ((x + 1) * 2).sum().item()
-    torch.mydev.synchronize()
 
 
 @pytest.fixture(autouse=True)
@@ -38,19 +28,6 @@ def restore_current_streams():
     torch.mydev.set_device(device)
 
 
-def _timed(fn):
-    start = time.monotonic()
-    result = fn()
-    return result, time.monotonic() - start
-
-
-def _wait_until(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.001)
-
-
 def _same_stream(a, b):
     return (a.device_index, a.stream_id) == (b.device_index, b.stream_id)
 
@@ -58,39 +35,94 @@ def _same_stream(a, b):
 # ------------------------------------------------------------- asynchrony --
 
 
-def test_sleep_returns_at_once_and_synchronize_waits():
-    _, enqueue_s = _timed(lambda: torch.mydev._sleep(SLEEP_MS))
-    assert enqueue_s < HOST_RETURN_S
-    assert torch.mydev.current_stream().query() is False
-    start = time.monotonic()
+def test_host_returns_before_the_kernel_runs_and_synchronize_waits():
+    x = torch.zeros(1000, device="mydev")
     torch.mydev.synchronize()
-    # The sleep was enqueued before `start`, so at least most of it remains.
-    assert time.monotonic() - start >= (SLEEP_MS / 1000) - HOST_RETURN_S - 0.05
+    peek_stream = torch.mydev.Stream()
+    with hold_stream() as latch:
+        x.fill_(3.0)  # the host is back here, the kernel has not run
+        assert torch.mydev.current_stream().query() is False
+        with torch.mydev.stream(peek_stream):  # a copy ordered after nothing on the held stream
+            assert torch.equal(x.cpu(), torch.zeros(1000))
+        latch.release()
+        torch.mydev.synchronize()
+        assert torch.mydev.current_stream().query() is True
+        assert torch.equal(x.cpu(), torch.full((1000,), 3.0))
+
+
+def test_latch_reports_when_the_stream_reaches_it():
+    with hold_stream() as first:
+        second = hold_stream()
+        assert first.wait_until_reached() is True
+        assert second.reached is False  # queued behind the first latch
+        first.release()
+        assert second.wait_until_reached() is True
+        second.release()
+    torch.mydev.synchronize()
+    assert (first.released, second.released) == (True, True)
+
+
+def test_latch_never_released_fails_its_kernel_instead_of_hanging():
+    hold_stream(timeout_s=0.05)  # nobody releases it
+    with pytest.raises(
+        RuntimeError, match=r"kernel '_hold_stream' failed on mydev:0: the stream latch was not released within 50 ms"
+    ):
+        torch.mydev.synchronize()
+    assert (torch.arange(3.0, device="mydev") + 1).cpu().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_release_all_frees_latches_a_test_left_held():
+    side = torch.mydev.Stream()
+    hold_stream(side)  # dropped without a release, as by a failing test
+    with torch.mydev.stream(side):
+        y = torch.arange(3.0, device="mydev") * 2
+    torch.mydev._debug.release_all()  # what the suite's autouse fixture does
+    side.synchronize()
+    assert y.cpu().tolist() == [0.0, 2.0, 4.0]
+
+
+def test_latch_timeout_must_be_positive():
+    with pytest.raises(ValueError, match=r"^hold_stream: timeout_s must be > 0, got 0$"):
+        hold_stream(timeout_s=0)
     assert torch.mydev.current_stream().query() is True
+
+
+def test_sleep_queues_a_kernel_on_the_current_stream():
+    side = torch.mydev.Stream()
+    with hold_stream(side) as latch, torch.mydev.stream(side):
+        torch.mydev._sleep(1)
+        assert side.query() is False
+        assert torch.mydev.default_stream().query() is True
+        latch.release()
+    side.synchronize()
+    assert side.query() is True
+    with pytest.raises(RuntimeError, match=r"^_sleep: milliseconds must be >= 0, got -1$"):
+        torch.mydev._sleep(-1)
 
 
 def test_stream_query_false_while_busy_true_after():
     side = torch.mydev.Stream()
-    with torch.mydev.stream(side):
-        torch.mydev._sleep(SLEEP_MS)
-    assert side.query() is False
-    # A sleep on the side stream does not occupy the default stream.
-    assert torch.mydev.default_stream().query() is True
-    side.synchronize()
+    with hold_stream(side) as latch:
+        assert side.query() is False
+        # A held side stream does not occupy the default stream.
+        assert torch.mydev.default_stream().query() is True
+        latch.release()
+        side.synchronize()
     assert side.query() is True
 
 
 @pytest.mark.parametrize("on_side_stream", [False, True], ids=["default", "side"])
-def test_work_queued_behind_sleep_runs_in_order(on_side_stream):
+def test_work_queued_behind_a_held_stream_runs_in_order(on_side_stream):
     stream = torch.mydev.Stream() if on_side_stream else torch.mydev.default_stream()
     n = 1000
     with torch.mydev.stream(stream):
         x = torch.arange(n, dtype=torch.float32, device="mydev")
-        torch.mydev._sleep(200)
-        x.fill_(3.0)     # must run before the add, both after the sleep
-        x.add_(2.0)
-        x.mul_(torch.arange(n, dtype=torch.float32, device="mydev"))
-        assert stream.query() is False
+        with hold_stream() as latch:
+            x.fill_(3.0)  # must run before the add, both after the latch
+            x.add_(2.0)
+            x.mul_(torch.arange(n, dtype=torch.float32, device="mydev"))
+            assert stream.query() is False
+            latch.release()
         result = x.cpu()
     torch.testing.assert_close(result, (torch.full((n,), 3.0) + 2.0) * torch.arange(n, dtype=torch.float32))
 
@@ -171,9 +203,10 @@ def test_current_and_default_stream_and_set_stream():
     assert _same_stream(torch.mydev.current_stream(), side)
     assert torch.mydev.current_stream() == side
     # Work now goes to `side`.
-    torch.mydev._sleep(SLEEP_MS)
-    assert side.query() is False
-    assert torch.mydev.default_stream().query() is True
+    with hold_stream() as latch:
+        assert side.query() is False
+        assert torch.mydev.default_stream().query() is True
+        latch.release()
     # Other devices keep their own current stream.
     if N_DEVICES > 1:
         assert torch.mydev.current_stream(1).stream_id == 0
@@ -203,10 +236,11 @@ def test_stream_context_sets_and_restores():
     with torch.mydev.stream(side) as entered:
         assert entered is side
         assert _same_stream(torch.mydev.current_stream(), side)
-        torch.mydev._sleep(SLEEP_MS)
-    assert _same_stream(torch.mydev.current_stream(), outer)
-    assert side.query() is False          # the sleep went to `side`...
-    assert outer.query() is True          # ...not to the outer stream
+        latch = hold_stream()
+    with latch:
+        assert _same_stream(torch.mydev.current_stream(), outer)
+        assert side.query() is False  # the latch went to `side`...
+        assert outer.query() is True  # ...not to the outer stream
 
 
 def test_stream_context_restores_after_exception():
@@ -231,14 +265,15 @@ def test_stream_context_on_other_device_switches_device_and_back():
         assert torch.mydev.current_device() == 1
         assert _same_stream(torch.mydev.current_stream(), stream1)
         assert torch.mydev.current_stream(0).stream_id == 0
+        latch = hold_stream()
         y = torch.arange(5.0, device="mydev") * 3   # "mydev" = current device
         assert y.device == torch.device("mydev", 1)
-        torch.mydev._sleep(SLEEP_MS)
-    assert torch.mydev.current_device() == 0
-    assert torch.mydev.current_stream(1).stream_id == 0
-    assert torch.mydev.current_stream(0).stream_id == 0
-    assert stream1.query() is False                       # work went to stream1
-    assert torch.mydev.default_stream(1).query() is True
+    with latch:
+        assert torch.mydev.current_device() == 0
+        assert torch.mydev.current_stream(1).stream_id == 0
+        assert torch.mydev.current_stream(0).stream_id == 0
+        assert stream1.query() is False                       # work went to stream1
+        assert torch.mydev.default_stream(1).query() is True
     stream1.synchronize()
     assert torch.equal(y.cpu(), torch.arange(5.0) * 3)
 
@@ -250,13 +285,14 @@ def test_generic_torch_stream_and_event():
     assert stream.stream_id != 0
     with stream:
         assert _same_stream(torch.mydev.current_stream(), stream)
-        torch.mydev._sleep(SLEEP_MS)
+        latch = hold_stream()
         y = torch.arange(8.0, device="mydev").pow(2)
     assert torch.mydev.current_stream().stream_id == 0
     event = torch.Event(device="mydev")
     event.record(stream)
-    assert stream.query() is False
-    assert event.query() is False
+    with latch:
+        assert stream.query() is False
+        assert event.query() is False
     event.synchronize()
     assert event.query() is True
     assert stream.query() is True
@@ -271,10 +307,10 @@ def test_generic_torch_event_timing():
     start = torch.Event(device="mydev", enable_timing=True)
     end = torch.Event(device="mydev", enable_timing=True)
     start.record()
-    torch.mydev._sleep(50)
-    end.record()
+    with hold_stream():
+        end.record()
     end.synchronize()
-    assert 45 <= start.elapsed_time(end) <= 1000
+    assert start.elapsed_time(end) >= 0.0
 
 
 def test_torch_accelerator_streams():
@@ -284,8 +320,8 @@ def test_torch_accelerator_streams():
     torch.accelerator.set_stream(side)
     assert _same_stream(torch.mydev.current_stream(), side)
     assert _same_stream(torch.accelerator.current_stream(), side)
-    torch.mydev._sleep(SLEEP_MS)
-    assert side.query() is False
+    with hold_stream():
+        assert side.query() is False
     torch.accelerator.synchronize()
     assert side.query() is True
     torch.accelerator.set_stream(torch.mydev.default_stream())
@@ -313,10 +349,11 @@ def test_event_record_query_synchronize(blocking):
     side = torch.mydev.Stream()
     with torch.mydev.stream(side):
         x = torch.zeros(100, device="mydev")
-        torch.mydev._sleep(SLEEP_MS)
+        latch = hold_stream()
         x.add_(4.0)
         event.record()                      # records on the current stream: side
-    assert event.query() is False
+    with latch:
+        assert event.query() is False
     event.synchronize()
     assert event.query() is True
     assert side.query() is True
@@ -328,9 +365,9 @@ def test_event_rerecord_replaces_previous_capture():
     event = torch.mydev.Event()
     event.record()
     event.synchronize()
-    torch.mydev._sleep(SLEEP_MS)
-    event.record()
-    assert event.query() is False
+    with hold_stream():
+        event.record()
+        assert event.query() is False
     event.synchronize()
     assert event.query() is True
 
@@ -339,17 +376,20 @@ def test_event_rerecord_replaces_previous_capture():
     lambda: torch.mydev.Event(enable_timing=True),
     lambda: torch.Event(device="mydev", enable_timing=True),
 ], ids=["mydev.Event", "torch.Event"])
-def test_elapsed_time_measures_device_sleep(make_event):
-    start, end = make_event(), make_event()
-    start.record()
-    torch.mydev._sleep(50)
-    end.record()
-    end.synchronize()
-    elapsed = start.elapsed_time(end)
+def test_elapsed_time_is_ordered_and_consistent(make_event):
+    first, second, third = make_event(), make_event(), make_event()
+    first.record()
+    with hold_stream():
+        second.record()  # recorded while the stream is held: completes after the release
+        (torch.arange(1000.0, device="mydev") * 2).sum()
+        third.record()
+    third.synchronize()
+    elapsed = first.elapsed_time(second)
     assert isinstance(elapsed, float)
-    assert 45.0 <= elapsed <= 1000.0
-    # The reverse order gives the negative interval.
-    assert end.elapsed_time(start) == pytest.approx(-elapsed, abs=1e-3)
+    assert elapsed >= 0.0 and second.elapsed_time(third) >= 0.0
+    # Intervals add up, and the reverse order gives the negative interval.
+    assert first.elapsed_time(third) == pytest.approx(elapsed + second.elapsed_time(third), abs=1e-3)
+    assert second.elapsed_time(first) == pytest.approx(-elapsed, abs=1e-3)
 
 
 @pytest.mark.parametrize("timing", [(False, False), (True, False), (False, True)], ids=["none", "end", "start"])
@@ -382,31 +422,33 @@ def test_elapsed_time_before_completion_raises():
     start = torch.mydev.Event(enable_timing=True)
     end = torch.mydev.Event(enable_timing=True)
     start.record()
-    torch.mydev._sleep(SLEEP_MS)
-    end.record()
-    with pytest.raises(RuntimeError, match="completed"):
-        start.elapsed_time(end)
+    with hold_stream():
+        end.record()
+        with pytest.raises(RuntimeError, match="completed"):
+            start.elapsed_time(end)
     end.synchronize()
-    assert start.elapsed_time(end) >= SLEEP_MS * 0.9
+    assert start.elapsed_time(end) >= 0.0
 
 
 def _producer_consumer(order_streams):
-    """Stream A produces x after a sleep; stream B computes x + 1 once
-    `order_streams(A, B)` made it wait. Returns (B's result, how long the
-    host spent in the ordering call, whether B was still busy after)."""
+    """Stream A is held, then produces x; stream B computes x + 1 once
+    `order_streams(A, B)` made it wait. Returns (B's result, whether B was
+    still waiting while A was held). The ordering call returns while A is
+    held: if it blocked the host, A's latch would time out and fail."""
     a = torch.mydev.Stream()
     b = torch.mydev.Stream()
     x = torch.zeros(1000, device="mydev")
     a.wait_stream(torch.mydev.current_stream())   # x's zeros are in place
-    with torch.mydev.stream(a):
-        torch.mydev._sleep(SLEEP_MS)
-        x.fill_(7.0)
-    _, ordering_s = _timed(lambda: order_streams(a, b))
-    with torch.mydev.stream(b):
-        y = x + 1
-    b_busy = b.query() is False
+    with hold_stream(a) as latch:
+        with torch.mydev.stream(a):
+            x.fill_(7.0)
+        order_streams(a, b)
+        with torch.mydev.stream(b):
+            y = x + 1
+        b_waited = b.query() is False
+        latch.release()
     b.synchronize()
-    return y.cpu(), ordering_s, b_busy
+    return y.cpu(), b_waited
 
 
 def _wait_stream(a, b):
@@ -427,9 +469,8 @@ def _generic_event_wait(a, b):
 @pytest.mark.parametrize("order_streams", [_wait_stream, _event_wait, _generic_event_wait],
                          ids=["wait_stream", "event.wait", "stream.wait_event"])
 def test_cross_stream_ordering(order_streams):
-    result, ordering_s, b_busy = _producer_consumer(order_streams)
-    assert ordering_s < HOST_RETURN_S      # ordering happens on the device
-    assert b_busy                          # B waits for A's sleep
+    result, b_waited = _producer_consumer(order_streams)
+    assert b_waited                        # B waits for A's latch
     assert torch.equal(result, torch.full((1000,), 8.0))
 
 
@@ -438,18 +479,19 @@ def test_cross_device_event_wait():
     a = torch.mydev.Stream(device=0)
     x0 = torch.zeros(1000, device="mydev:0")
     a.wait_stream(torch.mydev.current_stream(0))
-    with torch.mydev.stream(a):
-        torch.mydev._sleep(SLEEP_MS)
-        x0.fill_(5.0)
-        ready = torch.mydev.Event()
-        ready.record()
-    stream1 = torch.mydev.Stream(device=1)
-    ready.wait(stream1)
-    with torch.mydev.stream(stream1):
-        # The copy runs on stream1 after mydev:0's *current* stream (the idle
-        # default stream), so only the event orders it after A's fill.
-        y1 = x0.to("mydev:1") * 2
-    assert stream1.query() is False
+    with hold_stream(a) as latch:
+        with torch.mydev.stream(a):
+            x0.fill_(5.0)
+            ready = torch.mydev.Event()
+            ready.record()
+        stream1 = torch.mydev.Stream(device=1)
+        ready.wait(stream1)
+        with torch.mydev.stream(stream1):
+            # The copy runs on stream1 after mydev:0's *current* stream (the idle
+            # default stream), so only the event orders it after A's fill.
+            y1 = x0.to("mydev:1") * 2
+        assert stream1.query() is False
+        latch.release()
     stream1.synchronize()
     assert y1.device == torch.device("mydev", 1)
     assert torch.equal(y1.cpu(), torch.full((1000,), 10.0))
@@ -508,10 +550,10 @@ def test_kernel_error_surfaces_at_next_sync_and_stream_recovers(surface, on_side
 def test_kernel_error_stays_on_its_device(failing, other):
     with torch.mydev.device(failing):
         device_ext._C._fail_on_stream("isolated")
-        failed = torch.mydev.Event()
-        failed.record()
-    # Wait until the failure has certainly happened (query does not report it).
-    _wait_until(failed.query)
+        # Once the stream reaches the latch the failure has certainly
+        # happened (query would not report it).
+        with hold_stream() as latch:
+            assert latch.wait_until_reached()
     torch.mydev.synchronize(other)
     y = (torch.arange(4.0, device=f"mydev:{other}") + 1).cpu()
     assert torch.equal(y, torch.arange(4.0) + 1)
@@ -538,7 +580,7 @@ def _thread_worker(index, stream, iterations, errors, finished):
                 out = (dev * (iteration + 1)).add_(index).relu_()
                 reduced = torch.stack([out.sum(), out.max(), out.min()])
                 if iteration % 10 == 0:
-                    torch.mydev._sleep(1)   # keep the stream busy now and then
+                    hold_stream().release()   # a kernel that blocks, now and then
                 ref = (host * (iteration + 1)).add_(index).relu_()
                 torch.testing.assert_close(out.cpu(), ref)
                 torch.testing.assert_close(reduced.cpu(), torch.stack([ref.sum(), ref.max(), ref.min()]))
@@ -578,10 +620,15 @@ def test_synchronize_each_device_waits_for_all_its_streams(index, form):
     side = torch.mydev.Stream(device=index)
     with torch.mydev.stream(side):
         x = torch.zeros(64, device="mydev")
-        torch.mydev._sleep(200)
+        latch = hold_stream()
         x.add_(9.0)
     assert side.query() is False
+    # Released by another thread, before or while this one synchronizes:
+    # either way synchronize returns only after the add behind the latch.
+    releaser = threading.Thread(target=latch.release)
+    releaser.start()
     torch.mydev.synchronize(form(index))
+    releaser.join()
     assert side.query() is True
     assert torch.mydev.current_device() == 0
     assert torch.equal(x.cpu(), torch.full((64,), 9.0))
@@ -590,11 +637,10 @@ def test_synchronize_each_device_waits_for_all_its_streams(index, form):
 @needs_two_devices
 def test_synchronize_of_one_device_does_not_wait_for_another():
     stream1 = torch.mydev.Stream(device=1)
-    with torch.mydev.stream(stream1):
-        torch.mydev._sleep(SLEEP_MS)
-    _, sync_s = _timed(lambda: torch.mydev.synchronize(0))
-    assert sync_s < HOST_RETURN_S
-    assert stream1.query() is False
+    with hold_stream(stream1):
+        # Returns while mydev:1 is held (waiting for it would time the latch out).
+        torch.mydev.synchronize(0)
+        assert stream1.query() is False
     torch.mydev.synchronize(1)
     assert stream1.query() is True
 
@@ -611,3 +657,79 @@ def test_synchronize_bad_device(bad, error, match):
         torch.mydev.synchronize(bad)
     torch.mydev.synchronize()
     assert (torch.arange(3.0, device="mydev") + 2).cpu().tolist() == [2.0, 3.0, 4.0]
+
+
+# --- messages that say what happened ----------------------------------------------------------
+
+
+def test_several_kernel_failures_raise_the_first_and_count_the_others():
+    for message in ("first-failure", "second-failure", "third-failure"):
+        device_ext._C._fail_on_stream(message)
+    failed = torch.mydev.Event()
+    failed.record()
+    _wait_until(failed.query)
+    with pytest.raises(RuntimeError) as info:
+        torch.mydev.synchronize()
+    text = str(info.value)
+    assert "kernel '_fail' failed on mydev:0: first-failure" in text
+    assert "(and 2 more kernel failures on mydev:0 after it, before this report)" in text
+    assert "second-failure" not in text
+    torch.mydev.synchronize()  # all of them were reported at once
+    assert (torch.arange(3.0, device="mydev") + 1).cpu().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_kernel_error_message_under_launch_blocking_is_not_asynchronous():
+    probe = """
+        import torch
+        x = torch.arange(3.0, device="mydev")
+        index = torch.tensor([7], device="mydev")
+        try:
+            x.index_select(0, index)
+            torch.mydev.synchronize()
+        except IndexError as err:
+            print("ERROR", str(err).replace("\\n", " "))
+    """
+    blocking = run_python(probe, {"MYDEV_LAUNCH_BLOCKING": "1"})
+    default = run_python(probe, {"MYDEV_LAUNCH_BLOCKING": "0"})
+    assert blocking.returncode == 0 and default.returncode == 0, blocking.stderr + default.stderr
+    assert "index out of range" in blocking.stdout and "index out of range" in default.stdout
+    assert "asynchronously" not in blocking.stdout
+    assert "reported at its launch (MYDEV_LAUNCH_BLOCKING=1)" in blocking.stdout
+    assert "raised asynchronously by a mydev kernel" in default.stdout
+
+
+def test_set_stream_of_another_device_type_says_so():
+    with pytest.raises(ValueError, match="set_stream expects a mydev stream, got a stream on cpu"):
+        torch.mydev.set_stream(torch.Stream("cpu"))
+    with pytest.raises(TypeError, match="set_stream expects a torch.Stream, got str"):
+        torch.mydev.set_stream("mydev")
+    assert torch.mydev.current_stream().stream_id == 0
+
+
+def test_wait_stream_of_none_says_so():
+    stream = torch.mydev.Stream()
+    with pytest.raises(TypeError, match="wait_stream expects a torch.Stream, got NoneType"):
+        stream.wait_stream(None)
+    with pytest.raises(ValueError, match="wait_stream expects a mydev stream, got a stream on cpu"):
+        stream.wait_stream(torch.Stream("cpu"))
+    stream.wait_stream(torch.mydev.current_stream())  # still usable
+    stream.synchronize()
+
+
+@needs_two_devices
+def test_elapsed_time_between_devices_is_an_error():
+    events = []
+    for index in (0, 1):
+        with torch.mydev.device(index):
+            event = torch.mydev.Event(enable_timing=True)
+            event.record()
+            events.append(event)
+    torch.mydev.synchronize(0)
+    torch.mydev.synchronize(1)
+    with pytest.raises(RuntimeError, match=r"elapsed_time: the events are on different devices \(mydev:0 and mydev:1\)"):
+        events[0].elapsed_time(events[1])
+    with torch.mydev.device(0):
+        end = torch.mydev.Event(enable_timing=True)
+        end.record()
+    end.synchronize()
+    assert events[0].elapsed_time(end) >= 0.0

@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 
-from mydev_testing import SLEEP_MS, assert_device_still_usable, needs_two_devices
+from mydev_testing import assert_device_still_usable, hold_stream, needs_two_devices, release_from_another_thread
 
 triton = pytest.importorskip("triton", reason="triton is not installed: the mydev Triton backend is optional")
 
@@ -481,8 +481,9 @@ def test_libdevice_with_a_type_it_does_not_take_fails_to_compile():
 def test_sees_asynchronous_eager_work_enqueued_before_it():
     x = torch.zeros(256, device="mydev")
     out = torch.empty(256, device="mydev")
-    torch.mydev._sleep(SLEEP_MS)  # the fill below is still queued when the launch is made
+    latch = hold_stream()  # the fill below is queued behind it when the launch is made
     x.fill_(3.0)
+    release_from_another_thread(latch)  # a launch returns once its kernel ran
     copy_kernel[(2,)](x, out, 256, BLOCK=128)
     assert torch.equal(out.cpu(), torch.full((256,), 3.0))
 
@@ -495,8 +496,9 @@ def test_side_stream_order_and_events():
     out = torch.empty(500, device="mydev")
     torch.mydev.current_stream().synchronize()
     with torch.mydev.stream(side):
-        torch.mydev._sleep(SLEEP_MS)
+        latch = hold_stream()
         x.mul_(2)  # eager op on the side stream, before the launch
+        release_from_another_thread(latch)  # a launch returns once its kernel ran
         add(x, y, out)  # launched on the side stream
         after = torch.mydev.Event()
         after.record()

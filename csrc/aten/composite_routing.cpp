@@ -18,7 +18,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
-#include "device_kernel_fallback.h"
+#include "device_kernel_path.h"
 
 namespace mydev {
 namespace {

@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include "../core/caching_allocator.h"
+#include "../core/device.h"
 #include "host_view.h"
 #include "kernel_launch.h"
 

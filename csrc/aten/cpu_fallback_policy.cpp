@@ -20,7 +20,8 @@ std::set<std::string> warned;
 
 }  // namespace
 
-CpuFallbackPolicy parseCpuFallbackPolicy(const std::string& text) {
+CpuFallbackPolicy parseCpuFallbackPolicy(const std::string& text,
+                                         const char* source) {
   if (text.empty() || text == "off") {
     return CpuFallbackPolicy::Off;
   }
@@ -30,7 +31,7 @@ CpuFallbackPolicy parseCpuFallbackPolicy(const std::string& text) {
   if (text == "on") {
     return CpuFallbackPolicy::On;
   }
-  TORCH_CHECK_VALUE(false, "MYDEV_CPU_FALLBACK='", text,
+  TORCH_CHECK_VALUE(false, source, "='", text,
                     "' is invalid: expected off, warn or on");
 }
 
@@ -38,7 +39,8 @@ CpuFallbackPolicy cpuFallbackPolicy() {
   int current = policy.load(std::memory_order_acquire);
   if (current == kUnset) {
     const char* env = std::getenv("MYDEV_CPU_FALLBACK");
-    current = static_cast<int>(parseCpuFallbackPolicy(env == nullptr ? "" : env));
+    current = static_cast<int>(parseCpuFallbackPolicy(env == nullptr ? "" : env,
+                                                      "MYDEV_CPU_FALLBACK"));
     int expected = kUnset;
     policy.compare_exchange_strong(expected, current);
     current = policy.load(std::memory_order_acquire);

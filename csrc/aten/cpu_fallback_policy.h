@@ -28,8 +28,10 @@ enum class CpuFallbackPolicy { Off, Warn, On };
 // MYDEV_CPU_FALLBACK, read at the first call, unless set since.
 CpuFallbackPolicy cpuFallbackPolicy();
 void setCpuFallbackPolicy(CpuFallbackPolicy policy);
-// "off" / "warn" / "on"; anything else is an error naming the variable.
-CpuFallbackPolicy parseCpuFallbackPolicy(const std::string& text);
+// "off" / "warn" / "on"; anything else is an error naming `source` (the
+// variable, or the argument it came from).
+CpuFallbackPolicy parseCpuFallbackPolicy(const std::string& text,
+                                         const char* source);
 
 // Runs `op` on CPU copies of its arguments (dispatched to `cpu_key`, e.g.
 // NestedTensorCPU for nested tensors) if the policy allows it, or raises

@@ -1,7 +1,9 @@
 #include "cpu_output_contract.h"
 
+#include <ATen/core/Reduction.h>
 #include <ATen/native/ConvUtils.h>
 #include <c10/core/MemoryFormat.h>
+#include <c10/util/strides.h>
 
 #include <optional>
 #include <string>
@@ -88,6 +90,17 @@ void correctConvolution(c10::ArrayRef<c10::IValue> args, OutputMetadata& metadat
   }
 }
 
+// A multilabel margin loss over one sample (1-D input) without reduction is
+// a 0-dim tensor on the CPU. (The Meta kernel says one value per sample,
+// [1], as for a batch of one.)
+void correctMultilabelMarginLoss(c10::ArrayRef<c10::IValue> args, OutputMetadata& metadata) {
+  if (args[0].toTensor().dim() <= 1 && args[2].toInt() == at::Reduction::None) {
+    TensorMeta& loss = metadata[0].tensors[0];
+    loss.sizes = {};
+    loss.strides = {};
+  }
+}
+
 }  // namespace
 
 void applyCpuOutputContract(const c10::OperatorHandle& op,
@@ -103,6 +116,14 @@ void applyCpuOutputContract(const c10::OperatorHandle& op,
     correctBatchNorm(schema, args, /*training=*/false, metadata);
   } else if (name == "aten::convolution") {
     correctConvolution(args, metadata);
+  } else if (name == "aten::multilabel_margin_loss_forward") {
+    correctMultilabelMarginLoss(args, metadata);
+  } else if (name == "aten::nonzero_static") {
+    // The CPU kernel writes a row-major [size, dim] result (the Meta
+    // kernel says a transposed, column-major one, as CUDA's).
+    TensorMeta& indices = metadata[0].tensors[0];
+    const c10::DimVector strides = c10::contiguous_strides(indices.sizes);
+    indices.strides.assign(strides.begin(), strides.end());
   } else if (name == "aten::native_layer_norm") {
     const at::ScalarType type = statisticsType(schema, args);
     metadata[1].tensors[0].dtype = type;

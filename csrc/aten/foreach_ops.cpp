@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "device_kernel_fallback.h"
+#include "device_kernel_path.h"
 
 namespace mydev {
 

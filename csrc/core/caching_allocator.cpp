@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <unordered_set>
 #include <vector>
 
+#include "device.h"
+#include "memory_history.h"
 #include "mydev_event.h"
 #include "mydev_stream.h"
 #include "runtime_check.h"
@@ -23,6 +27,8 @@ using c10::CachingAllocator::Stat;
 using c10::CachingAllocator::StatType;
 using c10::CachingAllocator::StatTypes;
 using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingDeviceAllocator::SegmentInfo;
+using c10::CachingDeviceAllocator::TraceEntry;
 
 // Size classes as on CUDA: small requests share 2 MiB segments, medium ones
 // 20 MiB segments, big ones get their own segment rounded to 2 MiB.
@@ -52,6 +58,8 @@ size_t segmentSizeFor(size_t size) {
 
 struct Block;
 
+size_t address(const Block* block);
+
 struct BlockComparator {
   bool operator()(const Block* a, const Block* b) const;
 };
@@ -77,6 +85,10 @@ struct Block {
 
   bool isSplit() const { return prev != nullptr || next != nullptr; }
 };
+
+size_t address(const Block* block) {
+  return reinterpret_cast<size_t>(block->ptr);
+}
 
 bool BlockComparator::operator()(const Block* a, const Block* b) const {
   if (a->stream != b->stream) {
@@ -120,6 +132,7 @@ class DeviceCache {
     if (requested > (std::numeric_limits<size_t>::max() >> 2)) {
       throwOutOfMemory(requested);
     }
+    const memory_history::CallContext context(TraceEntry::ALLOC);
     std::unique_lock<std::recursive_mutex> lock(mutex_);
     processPendingEvents();
     const size_t size = roundSize(requested);
@@ -143,6 +156,9 @@ class DeviceCache {
     block = splitIfWorthIt(block, size);
     block->allocated = true;
     block->requested_size = requested;
+    active_blocks_.insert(block);
+    memory_history::record(TraceEntry::ALLOC, device_, address(block),
+                           block->size, block->stream);
 
     const StatTypes types = statTypesFor(block->pool, &small_blocks_);
     increase(stats_.allocation, types, 1);
@@ -158,9 +174,12 @@ class DeviceCache {
   }
 
   void free(Block* block) {
+    const memory_history::CallContext context(TraceEntry::FREE_REQUESTED);
     std::lock_guard<std::recursive_mutex> lock(mutex_);
     TORCH_INTERNAL_ASSERT(block->allocated, "mydev allocator: double free");
     block->allocated = false;
+    memory_history::record(TraceEntry::FREE_REQUESTED, device_, address(block),
+                           block->size, block->stream);
 
     const StatTypes types = statTypesFor(block->pool, &small_blocks_);
     decrease(stats_.allocation, types, 1);
@@ -182,6 +201,8 @@ class DeviceCache {
       block->stream_uses.clear();
       return;
     }
+    memory_history::record(TraceEntry::FREE_COMPLETED, device_, address(block),
+                           block->size, block->stream);
     returnToPool(block);
   }
 
@@ -204,6 +225,45 @@ class DeviceCache {
   DeviceStats stats() {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
     return stats_;
+  }
+
+  // Every segment with its blocks in address order: free blocks are in the
+  // pools, allocated and free-pending ones in active_blocks_.
+  std::vector<SegmentInfo> snapshot() {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    std::set<Block*, bool (*)(const Block*, const Block*)> heads(
+        [](const Block* a, const Block* b) { return a->ptr < b->ptr; });
+    auto addSegmentOf = [&](Block* block) {
+      while (block->prev != nullptr) block = block->prev;
+      heads.insert(block);
+    };
+    for (Block* block : small_blocks_) addSegmentOf(block);
+    for (Block* block : large_blocks_) addSegmentOf(block);
+    for (Block* block : active_blocks_) addSegmentOf(block);
+    std::vector<SegmentInfo> segments;
+    for (Block* head : heads) {
+      SegmentInfo& segment = segments.emplace_back();
+      segment.device = device_;
+      segment.address = address(head);
+      segment.stream = head->stream;
+      segment.is_large = head->pool == &large_blocks_;
+      for (const Block* block = head; block != nullptr; block = block->next) {
+        auto& info = segment.blocks.emplace_back();
+        info.size = block->size;
+        info.allocated = block->allocated;
+        info.active = block->allocated || block->pending_events > 0;
+        info.requested_size = info.active ? block->requested_size : 0;
+        if (info.active) {
+          info.context_when_allocated =
+              memory_history::allocationContext(address(block));
+        }
+        segment.total_size += block->size;
+        segment.requested_size += info.requested_size;
+        segment.allocated_size += info.allocated ? block->size : 0;
+        segment.active_size += info.active ? block->size : 0;
+      }
+    }
+    return segments;
   }
 
   void resetAccumulated() {
@@ -281,6 +341,8 @@ class DeviceCache {
     }
     MYDEV_CHECK(status);
     stats_.num_device_alloc += 1;
+    memory_history::record(TraceEntry::SEGMENT_ALLOC, device_,
+                           reinterpret_cast<size_t>(ptr), segment_size, stream);
     const StatTypes types = statTypesFor(&pool, &small_blocks_);
     increase(stats_.segment, types, 1);
     increase(stats_.reserved_bytes, types, segment_size);
@@ -310,6 +372,7 @@ class DeviceCache {
   }
 
   void returnToPool(Block* block) {
+    active_blocks_.erase(block);
     const StatTypes types = statTypesFor(block->pool, &small_blocks_);
     decrease(stats_.active, types, 1);
     decrease(stats_.active_bytes, types, block->size);
@@ -351,6 +414,8 @@ class DeviceCache {
       Block* ready = pending_events_.front().second;
       pending_events_.pop_front();
       if (--ready->pending_events == 0) {
+        memory_history::record(TraceEntry::FREE_COMPLETED, device_,
+                               address(ready), ready->size, ready->stream);
         returnToPool(ready);
       }
     }
@@ -377,6 +442,8 @@ class DeviceCache {
           ++it;
           continue;
         }
+        memory_history::record(TraceEntry::SEGMENT_FREE, device_,
+                               address(block), block->size, block->stream);
         MYDEV_CHECK(mydevFree(block->ptr));
         stats_.num_device_free += 1;
         const StatTypes types = statTypesFor(pool, &small_blocks_);
@@ -400,6 +467,8 @@ class DeviceCache {
     }
     const auto allocated = static_cast<size_t>(snapshot.allocated_bytes[0].current);
     const auto reserved = static_cast<size_t>(snapshot.reserved_bytes[0].current);
+    memory_history::record(TraceEntry::OOM, device_, free_bytes, requested,
+                           getCurrentStream(device_).raw());
     c10::reportOutOfMemoryToProfiler(
         static_cast<int64_t>(requested), allocated, reserved,
         c10::Device(c10::DeviceType::PrivateUse1, device_));
@@ -422,6 +491,8 @@ class DeviceCache {
   BlockPool small_blocks_;
   BlockPool large_blocks_;
   std::deque<std::pair<MydevEvent, Block*>> pending_events_;
+  // Allocated blocks and freed ones still waiting for other streams.
+  std::unordered_set<Block*> active_blocks_;
   DeviceStats stats_;
 };
 
@@ -489,6 +560,18 @@ class CachingAllocatorImpl final : public c10::DeviceAllocator {
 
   void release(Block* block) { cacheFor(block->device).free(block); }
 
+  std::vector<SegmentInfo> snapshot() {
+    std::vector<SegmentInfo> segments;
+    for (const c10::DeviceIndex device : c10::irange(deviceCount())) {
+      if (created(device)) {
+        std::vector<SegmentInfo> of_device = cacheFor(device).snapshot();
+        std::move(of_device.begin(), of_device.end(),
+                  std::back_inserter(segments));
+      }
+    }
+    return segments;
+  }
+
  private:
   static c10::DeviceIndex checked(c10::DeviceIndex device) {
     if (device < 0) {
@@ -537,5 +620,7 @@ struct RegisterAllocator {
 }  // namespace
 
 c10::DeviceAllocator& cachingAllocator() { return instance(); }
+
+std::vector<SegmentInfo> memorySnapshot() { return instance().snapshot(); }
 
 }  // namespace mydev

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 
+#include "device.h"
 #include "mydev_stream.h"
 
 namespace mydev {

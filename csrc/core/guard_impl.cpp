@@ -3,6 +3,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "caching_allocator.h"
+#include "device.h"
 #include "mydev_stream.h"
 #include "runtime_check.h"
 

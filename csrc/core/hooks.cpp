@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "caching_allocator.h"
+#include "device.h"
 #include "generator.h"
 #include "host_allocator.h"
 #include "mydev_stream.h"

@@ -3,6 +3,7 @@
 #include <array>
 #include <mutex>
 
+#include "device.h"
 #include "mydev_stream.h"
 
 namespace mydev {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "device.h"
 #include "runtime_check.h"
 
 namespace mydev {
@@ -14,7 +15,9 @@ constexpr int kPriorityLevels = 2;  // level 0: priority 0, level 1: priority -1
 struct DevicePools {
   std::array<std::array<std::once_flag, kStreamsPerPriority>, kPriorityLevels>
       created;
-  std::array<std::array<mydevStream_t, kStreamsPerPriority>, kPriorityLevels>
+  // Atomic: streamIdOfHandle reads them while other threads create streams.
+  std::array<std::array<std::atomic<mydevStream_t>, kStreamsPerPriority>,
+             kPriorityLevels>
       handles{};
   std::array<std::atomic<uint32_t>, kPriorityLevels> next{};
 };
@@ -51,30 +54,6 @@ c10::DeviceIndex resolveDevice(c10::DeviceIndex device) {
 
 }  // namespace
 
-c10::DeviceIndex currentDevice() {
-  int device = 0;
-  MYDEV_CHECK(mydevGetDevice(&device));
-  return static_cast<c10::DeviceIndex>(device);
-}
-
-c10::DeviceIndex deviceCount() noexcept {
-  int count = 0;
-  // Must not throw (c10 contract): a broken configuration means no devices.
-  if (mydevGetDeviceCount(&count) != mydevSuccess) {
-    return 0;
-  }
-  return static_cast<c10::DeviceIndex>(count);
-}
-
-void checkDeviceIndex(c10::DeviceIndex device) {
-  int count = 0;
-  MYDEV_CHECK(mydevGetDeviceCount(&count));
-  TORCH_CHECK(device >= 0 && device < count,
-              "Invalid device index mydev:", static_cast<int>(device),
-              ": there are ", count,
-              " mydev devices (set MYDEV_DEVICE_COUNT to change that)");
-}
-
 MydevStream::MydevStream(c10::Stream stream) : stream_(stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
               "expected a mydev stream, got a stream on ", stream.device());
@@ -102,10 +81,11 @@ mydevStream_t MydevStream::raw() const {
   const int index = static_cast<int>((stream_.id() - 1) % kStreamsPerPriority);
   DevicePools& pools = poolsFor(device);
   std::call_once(pools.created[level][index], [&] {
-    MYDEV_CHECK(mydevStreamCreate(&pools.handles[level][index], device,
-                                  level == 1 ? -1 : 0));
+    mydevStream_t created = nullptr;
+    MYDEV_CHECK(mydevStreamCreate(&created, device, level == 1 ? -1 : 0));
+    pools.handles[level][index].store(created, std::memory_order_release);
   });
-  return pools.handles[level][index];
+  return pools.handles[level][index].load(std::memory_order_acquire);
 }
 
 bool MydevStream::query() const {
@@ -136,6 +116,21 @@ MydevStream getStreamFromPool(int priority, c10::DeviceIndex device) {
       kStreamsPerPriority;
   return MydevStream(
       makeStream(device, poolStreamId(level, static_cast<int>(index))));
+}
+
+c10::StreamId streamIdOfHandle(c10::DeviceIndex device, mydevStream_t handle) {
+  const DevicePools& pools = poolsFor(device);
+  for (int level = 0; level < kPriorityLevels; ++level) {
+    for (int index = 0; index < kStreamsPerPriority; ++index) {
+      if (pools.handles[level][index].load(std::memory_order_acquire) ==
+          handle) {
+        return poolStreamId(level, index);
+      }
+    }
+  }
+  mydevStream_t default_handle = nullptr;
+  MYDEV_CHECK(mydevStreamGetDefault(device, &default_handle));
+  return handle == default_handle ? 0 : -1;
 }
 
 void setCurrentStream(MydevStream stream) {

@@ -14,7 +14,6 @@
 namespace mydev {
 
 constexpr int kStreamsPerPriority = 8;
-constexpr int kMaxDevices = 64;
 
 class MydevStream {
  public:
@@ -48,10 +47,8 @@ MydevStream getDefaultStream(c10::DeviceIndex device = -1);
 MydevStream getStreamFromPool(int priority, c10::DeviceIndex device = -1);
 // Makes `stream` current for its device on the calling thread.
 void setCurrentStream(MydevStream stream);
-
-c10::DeviceIndex currentDevice();
-c10::DeviceIndex deviceCount() noexcept;
-// Throws the usual "invalid device" error if `device` is out of range.
-void checkDeviceIndex(c10::DeviceIndex device);
+// The id of the torch stream whose driver handle is `handle` (a stream of
+// `device`), or -1 for a stream created through the driver directly.
+c10::StreamId streamIdOfHandle(c10::DeviceIndex device, mydevStream_t handle);
 
 }  // namespace mydev

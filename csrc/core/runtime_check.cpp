@@ -23,9 +23,13 @@ void throwRuntimeError(mydevError_t error, const char* expr, const char* file,
       try {
         std::rethrow_exception(original);
       } catch (c10::Error& kernel_error) {
+        // Under launch blocking the kernel ran inside the launching call.
         kernel_error.add_context(
-            "raised asynchronously by a mydev kernel and reported at this "
-            "synchronizing call: " + detail);
+            mydevLaunchBlocking()
+                ? "raised by a mydev kernel, reported at its launch "
+                  "(MYDEV_LAUNCH_BLOCKING=1): " + detail
+                : "raised asynchronously by a mydev kernel and reported at "
+                  "this synchronizing call: " + detail);
         throw;
       }
     }

@@ -12,6 +12,7 @@
 
 #include "../aten/kernel_launch.h"
 #include "../core/caching_allocator.h"
+#include "../core/device.h"
 #include "collective_checks.h"
 
 namespace mydev::distributed {
@@ -310,7 +311,7 @@ c10::intrusive_ptr<c10d::Backend> CommStreamBackend::split(
   }
   // torch hands every device's backend the same store; keep our keys apart
   // from gloo's, as init_process_group does with a "<device>/" prefix.
-  auto own_store = c10::make_intrusive<c10d::PrefixStore>("mydev", store);
+  auto own_store = c10::make_intrusive<c10d::PrefixStore>(kDeviceName, store);
   const auto timeout = opts ? opts->timeout : timeout_;
   return createSubgroup(own_store, static_cast<int>(it - ranks.begin()),
                         static_cast<int>(ranks.size()), timeout);

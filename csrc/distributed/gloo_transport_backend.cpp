@@ -9,7 +9,6 @@
 #include <string>
 #include <utility>
 
-#include "../aten/host_view.h"
 #include "collective_checks.h"
 #include "reduction.h"
 
@@ -189,46 +188,37 @@ void glooAllreduce(c10d::Backend& gloo, const at::Tensor& view, c10d::ReduceOp::
 
 }  // namespace
 
-MycclGlooBackend::MycclGlooBackend(c10::intrusive_ptr<c10d::Backend> gloo, Millis timeout)
+GlooTransportBackend::GlooTransportBackend(c10::intrusive_ptr<c10d::Backend> gloo, Millis timeout)
     : CommStreamBackend(gloo->getRank(), gloo->getSize(), timeout), gloo_(std::move(gloo)) {
   TORCH_CHECK(gloo_->getBackendName() == "gloo",
               "myccl: the cross-host transport needs a gloo backend, got ",
               gloo_->getBackendName());
 }
 
-MycclGlooBackend::~MycclGlooBackend() { drain(); }
+GlooTransportBackend::~GlooTransportBackend() { drain(); }
 
-c10::intrusive_ptr<c10d::Backend> MycclGlooBackend::createSubgroup(
+c10::intrusive_ptr<c10d::Backend> GlooTransportBackend::createSubgroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Millis timeout) {
   // merge() builds a gloo backend over any store, rank and size, sharing
   // this one's transport device (as gloo's own split() does); it is the one
   // way to make a gloo backend from C++ without gloo's headers.
   auto gloo = gloo_->merge(store, gloo_->getBackendOptions(), rank, size);
-  return c10::make_intrusive<MycclGlooBackend>(std::move(gloo), timeout);
+  return c10::make_intrusive<GlooTransportBackend>(std::move(gloo), timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::launchGloo(
-    c10d::OpType type, const char* name, c10::Device device,
-    const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
-    std::function<void(c10d::Backend&, Millis)> body) {
-  return launch(type, name, device, inputs, outputs,
-                [gloo = gloo_, body = std::move(body), name, rank = rank_,
-                 timeout = timeout()] {
-                  try {
-                    body(*gloo, timeout);
-                  } catch (const std::exception& error) {
-                    throwTransportError(name, rank, timeout, error);
-                  }
-                });
+CommStreamBackend::Kernel GlooTransportBackend::glooKernel(
+    const char* name, std::function<void(c10d::Backend&, Millis)> body) {
+  return [gloo = gloo_, body = std::move(body), name, rank = rank_, timeout = timeout()] {
+    try {
+      body(*gloo, timeout);
+    } catch (const std::exception& error) {
+      throwTransportError(name, rank, timeout, error);
+    }
+  };
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::broadcast(std::vector<at::Tensor>& tensors,
-                                                           const c10d::BroadcastOptions& opts) {
-  const at::Tensor& tensor = onlyTensor(tensors, "broadcast");
-  const int64_t root = checkRoot(opts.rootRank, size_, "broadcast");
-  const at::Tensor view = hostView(tensor);
-  return launchGloo(c10d::OpType::BROADCAST, "broadcast", tensor.device(), tensors, tensors,
-                    [view, root](c10d::Backend& gloo, Millis timeout) {
+CommStreamBackend::Kernel GlooTransportBackend::broadcastKernel(const at::Tensor& view, int root) {
+  return glooKernel("broadcast", [view, root](c10d::Backend& gloo, Millis timeout) {
                       std::vector<at::Tensor> moved{bytesOf(view)};
                       c10d::BroadcastOptions o;
                       o.rootRank = root;
@@ -237,15 +227,10 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::broadcast(std::vector<at::Tenso
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::allreduce(std::vector<at::Tensor>& tensors,
-                                                           const c10d::AllreduceOptions& opts) {
-  const at::Tensor& tensor = onlyTensor(tensors, "allreduce");
-  checkReduceOp(opts.reduceOp, tensor.scalar_type(), "allreduce");
-  const at::Tensor view = hostView(tensor).view(-1);
-  const auto op = opts.reduceOp.op_;
-  const bool by_gloo = glooAllreduceKeepsSemantics(tensor.scalar_type(), op);
-  return launchGloo(c10d::OpType::ALLREDUCE, "allreduce", tensor.device(), tensors, tensors,
-                    [view, op, by_gloo](c10d::Backend& gloo, Millis timeout) {
+CommStreamBackend::Kernel GlooTransportBackend::allreduceKernel(const at::Tensor& view,
+                                                               ReduceOp op) {
+  const bool by_gloo = glooAllreduceKeepsSemantics(view.scalar_type(), op);
+  return glooKernel("allreduce", [view, op, by_gloo](c10d::Backend& gloo, Millis timeout) {
                       if (by_gloo) {
                         glooAllreduce(gloo, view, op, timeout);
                       } else {
@@ -254,32 +239,20 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::allreduce(std::vector<at::Tenso
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::reduce(std::vector<at::Tensor>& tensors,
-                                                        const c10d::ReduceOptions& opts) {
-  const at::Tensor& tensor = onlyTensor(tensors, "reduce");
-  checkReduceOp(opts.reduceOp, tensor.scalar_type(), "reduce");
-  const int64_t root = checkRoot(opts.rootRank, size_, "reduce");
-  const at::Tensor view = hostView(tensor).view(-1);
-  const auto op = opts.reduceOp.op_;
+CommStreamBackend::Kernel GlooTransportBackend::reduceKernel(const at::Tensor& view, ReduceOp op,
+                                                            int root) {
   // Never gloo's own reduce, whatever the dtype: it reduces in place in every
   // rank's buffer and leaves partial results on the non-root ranks, whose
   // tensors myccl (as NCCL) leaves untouched; keeping them would take a copy,
   // and its ring moves no fewer bytes than reduceThenGather.
-  return launchGloo(c10d::OpType::REDUCE, "reduce", tensor.device(), tensors, tensors,
-                    [view, op, root](c10d::Backend& gloo, Millis timeout) {
-                      reduceThenGather(gloo, view, op, root, timeout);
+  return glooKernel("reduce", [view, op, root](c10d::Backend& gloo, Millis timeout) {
+                      reduceThenGather(gloo, view, op, int64_t{root}, timeout);
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::allgather(
-    std::vector<std::vector<at::Tensor>>& output_tensors,
-    std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& /*opts*/) {
-  const std::vector<at::Tensor> views =
-      listFormViews(input_tensors, output_tensors, size_, "allgather", "output");
-  const at::Tensor& input = input_tensors[0];
-  const at::Tensor in = hostView(input);
-  return launchGloo(c10d::OpType::ALLGATHER, "allgather", input.device(), input_tensors,
-                    output_tensors[0], [views, in](c10d::Backend& gloo, Millis timeout) {
+CommStreamBackend::Kernel GlooTransportBackend::allgatherKernel(
+    const char* name, const at::Tensor& in, const std::vector<at::Tensor>& views) {
+  return glooKernel(name, [views, in](c10d::Backend& gloo, Millis timeout) {
                       std::vector<std::vector<at::Tensor>> received{bytesOf(views)};
                       std::vector<at::Tensor> sent{bytesOf(in)};
                       c10d::AllgatherOptions o;
@@ -288,15 +261,9 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::allgather(
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::_allgather_base(
-    at::Tensor& output_buffer, at::Tensor& input_buffer,
-    const c10d::AllgatherOptions& /*opts*/) {
-  checkRankPieces(input_buffer, output_buffer, size_, "_allgather_base", "output");
-  const at::Tensor out = hostView(output_buffer);
-  const at::Tensor in = hostView(input_buffer);
-  return launchGloo(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", input_buffer.device(),
-                    {input_buffer}, {output_buffer},
-                    [out, in](c10d::Backend& gloo, Millis timeout) {
+CommStreamBackend::Kernel GlooTransportBackend::allgatherIntoTensorKernel(const at::Tensor& in,
+                                                                          const at::Tensor& out) {
+  return glooKernel("_allgather_base", [out, in](c10d::Backend& gloo, Millis timeout) {
                       at::Tensor received = bytesOf(out);
                       at::Tensor sent = bytesOf(in);
                       c10d::AllgatherOptions o;
@@ -305,60 +272,19 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::_allgather_base(
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::reduce_scatter(
-    std::vector<at::Tensor>& output_tensors,
-    std::vector<std::vector<at::Tensor>>& input_tensors,
-    const c10d::ReduceScatterOptions& opts) {
-  const std::vector<at::Tensor> views =
-      listFormViews(output_tensors, input_tensors, size_, "reduce_scatter", "input");
-  const at::Tensor& output = output_tensors[0];
-  checkReduceOp(opts.reduceOp, output.scalar_type(), "reduce_scatter");
-  const at::Tensor out = hostView(output).view(-1);
-  const auto op = opts.reduceOp.op_;
-  return launchGloo(
-      c10d::OpType::REDUCE_SCATTER, "reduce_scatter", output.device(), input_tensors[0],
-      output_tensors,
-      [views, out, op](c10d::Backend& gloo, Millis timeout) {
-        // The list form of all-to-all takes the per-rank inputs as they are.
-        at::Tensor received =
-            at::empty({static_cast<int64_t>(views.size()), out.numel()}, out.options());
-        std::vector<at::Tensor> parts = received.unbind(0);
-        std::vector<at::Tensor> received_bytes = bytesOf(parts);
-        std::vector<at::Tensor> sent = bytesOf(views);
-        c10d::AllToAllOptions o;
-        o.timeout = timeout;
-        gloo.alltoall(received_bytes, sent, o)->wait();
-        reduceInto(out, parts, op);
-      });
-}
-
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::_reduce_scatter_base(
-    at::Tensor& output_tensor, at::Tensor& input_tensor,
-    const c10d::ReduceScatterOptions& opts) {
-  checkRankPieces(input_tensor, output_tensor, size_, "_reduce_scatter_base", "input");
-  checkReduceOp(opts.reduceOp, input_tensor.scalar_type(), "_reduce_scatter_base");
-  const at::Tensor in = hostView(input_tensor).view(-1);
-  const at::Tensor out = hostView(output_tensor).view(-1);
-  const auto op = opts.reduceOp.op_;
-  return launchGloo(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base",
-                    input_tensor.device(), {input_tensor}, {output_tensor},
-                    [in, out, op](c10d::Backend& gloo, Millis timeout) {
+CommStreamBackend::Kernel GlooTransportBackend::reduceScatterKernel(const at::Tensor& in,
+                                                                    const at::Tensor& out,
+                                                                    ReduceOp op) {
+  return glooKernel("_reduce_scatter_base", [in, out, op](c10d::Backend& gloo, Millis timeout) {
                       const std::vector<int64_t> counts(gloo.getSize(), out.numel());
                       reduceScatterInto(gloo, in, counts, out, op, timeout);
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::gather(
-    std::vector<std::vector<at::Tensor>>& output_tensors,
-    std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
-  const at::Tensor& input = onlyTensor(input_tensors, "gather", "input");
-  const int root = checkRoot(opts.rootRank, size_, "gather");
-  const RootedList outputs =
-      rootedList(output_tensors, input, rank_ == root, size_, "gather", "output");
-  const at::Tensor in = hostView(input);
-  return launchGloo(c10d::OpType::GATHER, "gather", input.device(), input_tensors,
-                    outputs.tensors,
-                    [views = outputs.views, in, root](c10d::Backend& gloo, Millis timeout) {
+CommStreamBackend::Kernel GlooTransportBackend::gatherKernel(const at::Tensor& in,
+                                                             const std::vector<at::Tensor>& views,
+                                                             int root) {
+  return glooKernel("gather", [views, in, root](c10d::Backend& gloo, Millis timeout) {
                       std::vector<std::vector<at::Tensor>> received;
                       if (!views.empty()) {
                         received.push_back(bytesOf(views));
@@ -371,17 +297,9 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::gather(
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::scatter(
-    std::vector<at::Tensor>& output_tensors,
-    std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ScatterOptions& opts) {
-  const at::Tensor& output = onlyTensor(output_tensors, "scatter", "output");
-  const int root = checkRoot(opts.rootRank, size_, "scatter");
-  const RootedList inputs =
-      rootedList(input_tensors, output, rank_ == root, size_, "scatter", "input");
-  const at::Tensor out = hostView(output);
-  return launchGloo(c10d::OpType::SCATTER, "scatter", output.device(), inputs.tensors,
-                    output_tensors,
-                    [views = inputs.views, out, root](c10d::Backend& gloo, Millis timeout) {
+CommStreamBackend::Kernel GlooTransportBackend::scatterKernel(const std::vector<at::Tensor>& views,
+                                                              const at::Tensor& out, int root) {
+  return glooKernel("scatter", [views, out, root](c10d::Backend& gloo, Millis timeout) {
                       std::vector<at::Tensor> received{bytesOf(out)};
                       std::vector<std::vector<at::Tensor>> sent;
                       if (!views.empty()) {
@@ -426,19 +344,12 @@ int64_t totalBytes(const std::vector<at::Tensor>& bytes) {
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::alltoall_base(
-    at::Tensor& output_buffer, at::Tensor& input_buffer,
-    std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes,
-    const c10d::AllToAllOptions& /*opts*/) {
-  const AlltoallRows rows =
-      alltoallRows(input_buffer, output_buffer, input_split_sizes, output_split_sizes, size_);
-  std::vector<int64_t> receive_splits = rowBytes(output_buffer, rows.output);
-  std::vector<int64_t> send_splits = rowBytes(input_buffer, rows.input);
-  const at::Tensor in = hostView(input_buffer);
-  const at::Tensor out = hostView(output_buffer);
-  return launchGloo(c10d::OpType::ALLTOALL_BASE, "all_to_all", input_buffer.device(),
-                    {input_buffer}, {output_buffer},
-                    [in, out, receive_splits, send_splits](c10d::Backend& gloo,
+CommStreamBackend::Kernel GlooTransportBackend::alltoallBaseKernel(const at::Tensor& in,
+                                                                   const at::Tensor& out,
+                                                                   const AlltoallRows& rows) {
+  std::vector<int64_t> receive_splits = rowBytes(out, rows.output);
+  std::vector<int64_t> send_splits = rowBytes(in, rows.input);
+  return glooKernel("all_to_all", [in, out, receive_splits, send_splits](c10d::Backend& gloo,
                                                            Millis timeout) mutable {
                       at::Tensor received = bytesOf(out);
                       at::Tensor sent = bytesOf(in);
@@ -449,15 +360,12 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::alltoall_base(
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::alltoall(
-    std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors,
-    const c10d::AllToAllOptions& /*opts*/) {
-  AlltoallViews views = alltoallViews(input_tensors, output_tensors, size_);
-  return launchGloo(c10d::OpType::ALLTOALL, "all_to_all", input_tensors[0].device(),
-                    input_tensors, output_tensors,
-                    [views = std::move(views)](c10d::Backend& gloo, Millis timeout) {
-                      std::vector<at::Tensor> received = bytesOf(views.outputs);
-                      std::vector<at::Tensor> sent = bytesOf(views.inputs);
+CommStreamBackend::Kernel GlooTransportBackend::alltoallKernel(
+    const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+  return glooKernel("all_to_all",
+                    [inputs, outputs](c10d::Backend& gloo, Millis timeout) {
+                      std::vector<at::Tensor> received = bytesOf(outputs);
+                      std::vector<at::Tensor> sent = bytesOf(inputs);
                       c10d::AllToAllOptions o;
                       o.timeout = timeout;
                       if (equalSizes(received) && equalSizes(sent)) {
@@ -480,20 +388,17 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::alltoall(
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::pointToPoint(
-    c10d::OpType type, const char* name, std::vector<at::Tensor>& tensors, int peer, int tag) {
-  const at::Tensor& tensor = pointToPointTensor(tensors, peer, rank_, size_, name);
-  const at::Tensor view = hostView(tensor);
-  const bool sending = type == c10d::OpType::SEND;
+CommStreamBackend::Kernel GlooTransportBackend::pointToPointKernel(bool is_send,
+                                                                   const at::Tensor& view,
+                                                                   int peer, int tag) {
   std::shared_ptr<std::vector<c10::intrusive_ptr<c10d::Work>>> batch = batch_;
   if (batch) {
     ++batch_launched_;
   }
-  return launchGloo(type, name, tensor.device(), sending ? tensors : std::vector<at::Tensor>{},
-                    sending ? std::vector<at::Tensor>{} : tensors,
-                    [view, sending, peer, tag, batch](c10d::Backend& gloo, Millis timeout) {
+  return glooKernel(is_send ? "send" : "recv",
+                    [view, is_send, peer, tag, batch](c10d::Backend& gloo, Millis timeout) {
                       std::vector<at::Tensor> moved{bytesOf(view)};
-                      auto work = sending ? gloo.send(moved, peer, tag)
+                      auto work = is_send ? gloo.send(moved, peer, tag)
                                           : gloo.recv(moved, peer, tag);
                       if (batch) {
                         batch->push_back(std::move(work));  // endCoalescing waits
@@ -503,39 +408,28 @@ c10::intrusive_ptr<c10d::Work> MycclGlooBackend::pointToPoint(
                     });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::send(std::vector<at::Tensor>& tensors,
-                                                      int dst_rank, int tag) {
-  return pointToPoint(c10d::OpType::SEND, "send", tensors, dst_rank, tag);
-}
-
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::recv(std::vector<at::Tensor>& tensors,
-                                                      int src_rank, int tag) {
-  return pointToPoint(c10d::OpType::RECV, "recv", tensors, src_rank, tag);
-}
-
-void MycclGlooBackend::startCoalescing() {
+void GlooTransportBackend::startCoalescing() {
   CommStreamBackend::startCoalescing();
   batch_ = std::make_shared<std::vector<c10::intrusive_ptr<c10d::Work>>>();
   batch_launched_ = 0;
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::endCoalescing() {
+c10::intrusive_ptr<c10d::Work> GlooTransportBackend::endCoalescing() {
   const auto batch = std::exchange(batch_, nullptr);
   if (batch && batch_launched_ > 0) {
     // Launched while still coalescing, so the batch's Work ends with it.
-    launchGloo(c10d::OpType::COALESCED, "batch_isend_irecv", defaultDevice(std::nullopt), {},
-               {}, [batch](c10d::Backend& /*gloo*/, Millis timeout) {
-                 for (const auto& work : *batch) {
-                   work->wait(timeout);
-                 }
-               });
+    launch(c10d::OpType::COALESCED, "batch_isend_irecv", defaultDevice(std::nullopt), {}, {},
+           glooKernel("batch_isend_irecv", [batch](c10d::Backend& /*gloo*/, Millis timeout) {
+             for (const auto& work : *batch) {
+               work->wait(timeout);
+             }
+           }));
   }
   return CommStreamBackend::endCoalescing();
 }
 
-c10::intrusive_ptr<c10d::Work> MycclGlooBackend::barrier(const c10d::BarrierOptions& opts) {
-  return launchGloo(c10d::OpType::BARRIER, "barrier", defaultDevice(opts.device), {}, {},
-                    [](c10d::Backend& gloo, Millis timeout) {
+CommStreamBackend::Kernel GlooTransportBackend::barrierKernel() {
+  return glooKernel("barrier", [](c10d::Backend& gloo, Millis timeout) {
                       c10d::BarrierOptions o;
                       o.timeout = timeout;
                       gloo.barrier(o)->wait();

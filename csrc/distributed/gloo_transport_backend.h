@@ -29,56 +29,11 @@
 
 namespace mydev::distributed {
 
-class MycclGlooBackend : public CommStreamBackend {
+class GlooTransportBackend : public CommStreamBackend {
  public:
   // `gloo`: a gloo c10d backend of the same ranks, on a store of its own.
-  MycclGlooBackend(c10::intrusive_ptr<c10d::Backend> gloo, std::chrono::milliseconds timeout);
-  ~MycclGlooBackend() override;
-
-  c10::intrusive_ptr<c10d::Work> broadcast(
-      std::vector<at::Tensor>& tensors,
-      const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
-  c10::intrusive_ptr<c10d::Work> allreduce(
-      std::vector<at::Tensor>& tensors,
-      const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
-  c10::intrusive_ptr<c10d::Work> allgather(
-      std::vector<std::vector<at::Tensor>>& output_tensors,
-      std::vector<at::Tensor>& input_tensors,
-      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
-  c10::intrusive_ptr<c10d::Work> _allgather_base(
-      at::Tensor& output_buffer, at::Tensor& input_buffer,
-      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
-  c10::intrusive_ptr<c10d::Work> reduce_scatter(
-      std::vector<at::Tensor>& output_tensors,
-      std::vector<std::vector<at::Tensor>>& input_tensors,
-      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
-  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
-      at::Tensor& output_tensor, at::Tensor& input_tensor,
-      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
-  c10::intrusive_ptr<c10d::Work> reduce(
-      std::vector<at::Tensor>& tensors,
-      const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override;
-  c10::intrusive_ptr<c10d::Work> gather(
-      std::vector<std::vector<at::Tensor>>& output_tensors,
-      std::vector<at::Tensor>& input_tensors,
-      const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
-  c10::intrusive_ptr<c10d::Work> scatter(
-      std::vector<at::Tensor>& output_tensors,
-      std::vector<std::vector<at::Tensor>>& input_tensors,
-      const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
-  c10::intrusive_ptr<c10d::Work> alltoall_base(
-      at::Tensor& output_buffer, at::Tensor& input_buffer,
-      std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes,
-      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
-  c10::intrusive_ptr<c10d::Work> alltoall(
-      std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors,
-      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
-                                      int tag) override;
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
-                                      int tag) override;
-  c10::intrusive_ptr<c10d::Work> barrier(
-      const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+  GlooTransportBackend(c10::intrusive_ptr<c10d::Backend> gloo, std::chrono::milliseconds timeout);
+  ~GlooTransportBackend() override;
 
   // A gloo send completes only once the peer posted the matching receive,
   // so the sends and receives of a batch (batch_isend_irecv) are all posted
@@ -94,17 +49,32 @@ class MycclGlooBackend : public CommStreamBackend {
   // own timeout, or at once if this rank's process exits.
   void abortPeers() override {}
 
+  Kernel broadcastKernel(const at::Tensor& data, int root) override;
+  Kernel allreduceKernel(const at::Tensor& data, ReduceOp op) override;
+  Kernel reduceKernel(const at::Tensor& data, ReduceOp op, int root) override;
+  Kernel allgatherKernel(const char* name, const at::Tensor& input,
+                         const std::vector<at::Tensor>& outputs) override;
+  Kernel allgatherIntoTensorKernel(const at::Tensor& input, const at::Tensor& output) override;
+  Kernel reduceScatterKernel(const at::Tensor& input, const at::Tensor& output,
+                             ReduceOp op) override;
+  Kernel gatherKernel(const at::Tensor& input, const std::vector<at::Tensor>& outputs,
+                      int root) override;
+  Kernel scatterKernel(const std::vector<at::Tensor>& inputs, const at::Tensor& output,
+                       int root) override;
+  Kernel alltoallBaseKernel(const at::Tensor& input, const at::Tensor& output,
+                            const AlltoallRows& rows) override;
+  Kernel alltoallKernel(const std::vector<at::Tensor>& inputs,
+                        const std::vector<at::Tensor>& outputs) override;
+  Kernel barrierKernel() override;
+  Kernel pointToPointKernel(bool is_send, const at::Tensor& data, int peer, int tag) override;
+
  private:
-  // launch() of a kernel that drives gloo; `body` gets the gloo backend and
-  // the timeout of each gloo operation. A gloo failure becomes a myccl error
-  // naming the collective and this rank.
-  c10::intrusive_ptr<c10d::Work> launchGloo(
-      c10d::OpType type, const char* name, c10::Device device,
-      const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
+  // A kernel that drives gloo; `body` gets the gloo backend and the timeout
+  // of each gloo operation. A gloo failure becomes a myccl error naming the
+  // collective (`name`) and this rank.
+  Kernel glooKernel(
+      const char* name,
       std::function<void(c10d::Backend& gloo, std::chrono::milliseconds timeout)> body);
-  c10::intrusive_ptr<c10d::Work> pointToPoint(c10d::OpType type, const char* name,
-                                              std::vector<at::Tensor>& tensors, int peer,
-                                              int tag);
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
   // While coalescing: the batch's posted sends and receives (filled on the

@@ -18,6 +18,7 @@
 #include <exception>
 #include <memory>
 
+#include "../core/device.h"
 #include "../core/mydev_stream.h"
 #include "../core/runtime_check.h"
 

@@ -2,6 +2,7 @@
 // generically (torch.Stream/Event/accelerator reach mydev through the
 // DeviceGuardImpl and the DeviceAllocator).
 #include <torch/csrc/Event.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
@@ -12,13 +13,17 @@
 #include "../aten/cpu_fallback_policy.h"
 #include "../aten/debug_kernels.h"
 #include "../core/caching_allocator.h"
+#include "../core/device.h"
 #include "../core/generator.h"
+#include "../core/ipc_storage_sharing.h"
+#include "../core/kernel_errors.h"
 #include "../core/mydev_stream.h"
 #include "../core/runtime_check.h"
 #include "../custom_ops/custom_ops.h"
 #include "../distributed/gloo_transport_backend.h"
-#include "../distributed/myccl_backend.h"
+#include "../distributed/shm_transport_backend.h"
 #include "compiled_kernel_abi.h"
+#include "memory_history_bindings.h"
 #include "triton_launch_bindings.h"
 
 namespace py = pybind11;
@@ -98,6 +103,11 @@ double eventElapsedTime(py::handle start, py::handle end) {
   }
   const c10::Event& first = reinterpret_cast<THPEvent*>(start.ptr())->event;
   const c10::Event& second = reinterpret_cast<THPEvent*>(end.ptr())->event;
+  // Each device has its own clock on real hardware, as on cuda.
+  TORCH_CHECK(first.device_index() < 0 || second.device_index() < 0 ||
+                  first.device() == second.device(),
+              "elapsed_time: the events are on different devices (", first.device(),
+              " and ", second.device(), "); time events recorded on one device");
   py::gil_scoped_release no_gil;
   return first.elapsedTime(second);
 }
@@ -135,7 +145,10 @@ PYBIND11_MODULE(_C, m) {
                std::to_string(p.multi_processor_count) + ")";
       });
 
-  m.def("_device_count", [] { return static_cast<int>(deviceCount()); });
+  // Wrapped: the configuration warning of deviceCount() becomes a Python
+  // UserWarning.
+  m.def("_device_count",
+        torch::wrap_pybind_function([] { return static_cast<int>(deviceCount()); }));
   m.def("_current_device", [] { return static_cast<int>(currentDevice()); });
   m.def("_set_device", [](int device) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
@@ -145,6 +158,8 @@ PYBIND11_MODULE(_C, m) {
     int count = 0;
     MYDEV_CHECK(mydevGetDeviceCount(&count));
   });
+  m.def("_check_device_index",
+        [](int device) { checkDeviceIndex(static_cast<c10::DeviceIndex>(device)); });
   m.def("_is_initialized", [] { return mydevIsInitialized() != 0; });
   m.def("_is_in_bad_fork", [] { return mydevIsForkedChild() != 0; });
   m.def("_launch_blocking", [] { return mydevLaunchBlocking() != 0; });
@@ -183,6 +198,16 @@ PYBIND11_MODULE(_C, m) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
     MYDEV_CHECK(mydevDeviceSynchronize(device));
   }, py::call_guard<py::gil_scoped_release>());
+  // The message of a kernel failure no synchronizing call reported yet
+  // (clearing it), or None; never waits.
+  m.def("_take_pending_kernel_failure", [](int device) -> py::object {
+    if (mydevDeviceGetPendingFailure(device) != mydevErrorLaunchFailure) {
+      return py::none();
+    }
+    const std::string message = mydevGetLastErrorMessage();
+    (void)takeKernelException(message);  // reported here, not at a later call
+    return py::str(message);
+  });
   m.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
         defaultGenerator(static_cast<c10::DeviceIndex>(device))));
@@ -202,7 +227,7 @@ PYBIND11_MODULE(_C, m) {
     return cachingAllocator().getMemoryInfo(static_cast<c10::DeviceIndex>(device));
   });
   m.def("_set_cpu_fallback_policy", [](const std::string& policy) {
-    setCpuFallbackPolicy(parseCpuFallbackPolicy(policy));
+    setCpuFallbackPolicy(parseCpuFallbackPolicy(policy, "set_cpu_fallback_policy: policy"));
   });
   m.def("_cpu_fallback_policy", [] {
     switch (cpuFallbackPolicy()) {
@@ -217,6 +242,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sleep", &sleepOnCurrentStream, py::arg("milliseconds"),
         py::call_guard<py::gil_scoped_release>());
   m.def("_fail_on_stream", &failOnCurrentStream, py::arg("message"));
+  // torch.mydev._debug.hold_stream() wraps these for tests.
+  py::class_<StreamLatch, std::shared_ptr<StreamLatch>>(m, "_StreamLatch")
+      .def(py::init<>())
+      .def("release", &StreamLatch::release)
+      .def_property_readonly("released", &StreamLatch::released)
+      .def_property_readonly("reached", &StreamLatch::reached)
+      .def("wait_until_reached", &StreamLatch::waitUntilReached,
+           py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
+  m.def("_hold_stream", &holdCurrentStream, py::arg("latch"), py::arg("timeout"),
+        py::call_guard<py::gil_scoped_release>());
 
   // The fused custom ops' kernels (device_ext/ops/ defines the ops).
   m.def("_fused_rms_norm", &custom_ops::rmsNorm, py::arg("x"), py::arg("weight"),
@@ -236,24 +271,25 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fused_kernels_isa", &custom_ops::fusedKernelsIsa);
 
   bindTritonLaunch(m);  // device_ext/triton_backend launches through it
+  bindMemoryHistory(m);  // torch.mydev.memory._record_memory_history
 
   // The myccl c10d backend (device_ext/distributed.py registers it). The
   // base class is the one torch binds in torch._C._distributed_c10d.
   py::module::import("torch._C._distributed_c10d");
-  py::class_<distributed::MycclBackend, c10d::Backend,
-             c10::intrusive_ptr<distributed::MycclBackend>>(m, "MycclBackend")
+  py::class_<distributed::ShmTransportBackend, c10d::Backend,
+             c10::intrusive_ptr<distributed::ShmTransportBackend>>(m, "ShmTransportBackend")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout) {
-             return c10::make_intrusive<distributed::MycclBackend>(store, rank, size,
+             return c10::make_intrusive<distributed::ShmTransportBackend>(store, rank, size,
                                                                    timeout);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>())
-      .def("algorithm_counts", &distributed::MycclBackend::algorithmCounts)
+      .def("algorithm_counts", &distributed::ShmTransportBackend::algorithmCounts)
       // split_group() deep-copies the parent backend's `options`; None keeps
       // the parent's timeout.
       .def_property_readonly("options",
-                             [](const distributed::MycclBackend&) { return py::none(); });
+                             [](const distributed::ShmTransportBackend&) { return py::none(); });
   m.def("_myccl_python_is_exiting", &distributed::CommStreamBackend::pythonIsExiting);
   // The driver's peer-memory calls, for tests of them across processes: a
   // handle's bytes, and opening one to a raw address (read it only once the
@@ -275,6 +311,25 @@ PYBIND11_MODULE(_C, m) {
   m.def("_ipc_close_mem_handle", [](uintptr_t ptr) {
     MYDEV_CHECK(mydevIpcCloseMemHandle(reinterpret_cast<void*>(ptr)));
   });
+  // Storage sharing between processes (device_ext/_storage_sharing.py).
+  m.def("_ipc_share_storage", [](const at::Tensor& tensor, uintptr_t unused_counters) {
+    const SharedStorage shared = shareStorage(tensor, unused_counters);
+    return py::make_tuple(shared.device, py::bytes(shared.allocation_handle),
+                          shared.offset_bytes, shared.size_bytes, shared.counters,
+                          shared.took_counters, shared.sequence);
+  });
+  m.def("_ipc_open_storage",
+        [](int device, const std::string& handle, uint64_t offset_bytes, uint64_t size_bytes,
+           uintptr_t counters, int64_t sequence, int64_t producer_pid) {
+          const SharedStorage shared{device, handle, offset_bytes, size_bytes,
+                                     counters, false, sequence};
+          return openSharedStorage(shared, producer_pid);
+        },
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_ipc_release_duplicate_share", &releaseDuplicateShare,
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_ipc_collect", &collectReleasedStorages, py::call_guard<py::gil_scoped_release>());
+  m.def("_ipc_release_received_at_exit", &releaseReceivedAtExit);
   // An opened pointer is a device pointer like any other: the host reads it
   // through a copy.
   m.def("_ipc_read", [](uintptr_t ptr, size_t nbytes) {
@@ -290,13 +345,13 @@ PYBIND11_MODULE(_C, m) {
   });
   // myccl over gloo's TCP transport (device_ext/_myccl_transport.py picks
   // it); `gloo` is a torch.distributed.ProcessGroupGloo of the same ranks.
-  py::class_<distributed::MycclGlooBackend, c10d::Backend,
-             c10::intrusive_ptr<distributed::MycclGlooBackend>>(m, "MycclGlooBackend")
+  py::class_<distributed::GlooTransportBackend, c10d::Backend,
+             c10::intrusive_ptr<distributed::GlooTransportBackend>>(m, "GlooTransportBackend")
       .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& gloo,
                        std::chrono::milliseconds timeout) {
-             return c10::make_intrusive<distributed::MycclGlooBackend>(gloo, timeout);
+             return c10::make_intrusive<distributed::GlooTransportBackend>(gloo, timeout);
            }),
            py::arg("gloo"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("options",
-                             [](const distributed::MycclGlooBackend&) { return py::none(); });
+                             [](const distributed::GlooTransportBackend&) { return py::none(); });
 }

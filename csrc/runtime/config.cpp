@@ -14,6 +14,10 @@ namespace {
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr long long kMaxDevices = 64;
 constexpr long long kMinDefaultMemoryMiB = 256;
+// The smallest memory that holds one allocation: torch-mydev's caching
+// allocator maps device memory in segments of at least 2 MiB, so a smaller
+// device could not hold even a one-byte tensor.
+constexpr long long kMinMemoryMiB = 2;
 // 1 TiB per device: beyond any host. The address space reserves several
 // times each device's capacity (address_space.h); a configuration whose
 // reservation does not fit the 47-bit user address space fails at
@@ -63,9 +67,11 @@ mydevError_t read_config(Config* config, std::string* error) {
 
   config->memory_bytes = default_memory_bytes(config->device_count);
   if (const char* text = env("MYDEV_MEMORY_MB")) {
-    if (!parse_integer(text, 1, kMaxMemoryMiB, &value)) {
+    if (!parse_integer(text, kMinMemoryMiB, kMaxMemoryMiB, &value)) {
       *error = format("MYDEV_MEMORY_MB='%s' is invalid: expected an integer "
-                      "number of MiB from 1 to %lld", text, kMaxMemoryMiB);
+                      "number of MiB from %lld (the smallest memory that "
+                      "holds one allocation) to %lld",
+                      text, kMinMemoryMiB, kMaxMemoryMiB);
       return mydevErrorInitialization;
     }
     config->memory_bytes = size_t(value) * kMiB;

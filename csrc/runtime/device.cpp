@@ -103,7 +103,10 @@ std::vector<Stream*> Device::retain_streams() {
 
 void Device::record_failure(std::string message) {
   std::lock_guard<std::mutex> lock(failure_mutex_);
-  if (has_failure_.load(std::memory_order_relaxed)) return;
+  if (has_failure_.load(std::memory_order_relaxed)) {
+    ++later_failures_;
+    return;
+  }
   failure_ = std::move(message);
   has_failure_.store(true, std::memory_order_release);
 }
@@ -125,6 +128,13 @@ mydevError_t Device::report_failure() {
     if (sticky_) return fail_with(mydevErrorIllegalAddress, failure_);
     message = std::move(failure_);
     failure_.clear();
+    if (later_failures_ > 0) {
+      message += format(" (and %zu more kernel failure%s on mydev:%d after it, "
+                        "before this report)",
+                        later_failures_, later_failures_ == 1 ? "" : "s",
+                        index());
+      later_failures_ = 0;
+    }
     has_failure_.store(false, std::memory_order_relaxed);
   }
   return fail_with(mydevErrorLaunchFailure, std::move(message));
@@ -256,6 +266,13 @@ mydevError_t mydevGetDeviceProperties(mydevDeviceProp* prop, int device) {
   prop->maxStreamsPerDevice = 0;
   prop->canMapPeerMemory = peer_memory_supported() ? 1 : 0;
   return mydevSuccess;
+}
+
+mydevError_t mydevDeviceGetPendingFailure(int device) {
+  if (mydevError_t status = enter()) return status;
+  Device* dev = nullptr;
+  if (mydevError_t status = get_device(device, &dev)) return status;
+  return dev->report_failure();
 }
 
 mydevError_t mydevDeviceSynchronize(int device) {

@@ -43,7 +43,8 @@ class Device {
   // Each returned stream is retained; the caller releases it.
   std::vector<Stream*> retain_streams();
 
-  // A failure of enqueued work. The first one is kept until reported.
+  // A failure of enqueued work. The first one is kept until reported; later
+  // ones before that report are counted and the report mentions them.
   void record_failure(std::string message);
   // An illegal address touched by enqueued work: as on CUDA, the device's
   // state is then unknown, so the error is sticky: every later report
@@ -73,6 +74,7 @@ class Device {
   std::atomic<bool> has_failure_{false};
   std::mutex failure_mutex_;
   std::string failure_;
+  size_t later_failures_ = 0;
   bool sticky_ = false;  // failure_ is an illegal address
 };
 

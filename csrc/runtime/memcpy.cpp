@@ -2,6 +2,7 @@
 // pageable/pinned split, and stream ordering. The copy engine reaches device
 // memory through its kernel-side addresses (address_space.h).
 #include "address_space.h"
+#include "activity.h"
 #include "device.h"
 #include "error.h"
 #include "fault_handler.h"
@@ -102,6 +103,7 @@ mydevError_t copy_on_stream(const char* api, void* dst, const void* src,
     // Pageable memory: the caller may reuse its buffer as soon as this
     // returns, so the copy happens now, after the stream's earlier work.
     stream->wait(stream->enqueued(), /*spin=*/true);
+    const ActivityHostCopy activity(stream, dst, src, count);
     copy_bytes(engine_dst, engine_src, count);
     report_illegal_access(stream->device(), "memcpy");
   } else {
@@ -120,6 +122,7 @@ extern "C" {
 mydevError_t mydevMemcpyAsync(void* dst, const void* src, size_t count,
                               mydevMemcpyKind kind, mydevStream_t handle) {
   if (mydevError_t status = enter()) return status;
+  const ActivityApiScope activity("mydevMemcpyAsync");
   Stream* stream = nullptr;
   if (mydevError_t status = resolve_stream(handle, &stream)) return status;
   return copy_on_stream("mydevMemcpyAsync", dst, src, count, kind, stream);
@@ -128,6 +131,7 @@ mydevError_t mydevMemcpyAsync(void* dst, const void* src, size_t count,
 mydevError_t mydevMemcpy(void* dst, const void* src, size_t count,
                          mydevMemcpyKind kind, mydevStream_t handle) {
   if (mydevError_t status = enter()) return status;
+  const ActivityApiScope activity("mydevMemcpy");
   Stream* stream = nullptr;
   if (mydevError_t status = resolve_stream(handle, &stream)) return status;
   if (mydevError_t status =
@@ -140,6 +144,7 @@ mydevError_t mydevMemcpy(void* dst, const void* src, size_t count,
 mydevError_t mydevMemsetAsync(void* dst, int value, size_t count,
                               mydevStream_t handle) {
   if (mydevError_t status = enter()) return status;
+  const ActivityApiScope activity("mydevMemsetAsync");
   Stream* stream = nullptr;
   if (mydevError_t status = resolve_stream(handle, &stream)) return status;
   if (count == 0) return mydevSuccess;

@@ -90,6 +90,11 @@ mydevError_t mydevMemGetInfo(int device, size_t* free_bytes,
 
 // Waits for all work on all streams of the device; reports pending failures.
 mydevError_t mydevDeviceSynchronize(int device);
+// Reports, without waiting, a failure of enqueued work that already happened
+// and was not reported yet (mydevErrorLaunchFailure, as the next
+// synchronizing call would; reporting clears it), as cudaGetLastError does
+// for asynchronous errors. mydevSuccess if there is none.
+mydevError_t mydevDeviceGetPendingFailure(int device);
 
 // 1 if launch blocking is on (MYDEV_LAUNCH_BLOCKING=1), else 0.
 int mydevLaunchBlocking(void);
@@ -252,6 +257,64 @@ typedef void (*mydevKernelFn_t)(void* user_data);
 // called and the caller still owns user_data.
 mydevError_t mydevLaunchKernel(mydevStream_t stream, const char* name,
                                mydevKernelFn_t fn, void* user_data);
+
+// ---------------------------------------------------- activity recording --
+// What a profiler needs from the device, in the manner of CUPTI's activity
+// API. While recording is enabled, every kernel, copy and fill leaves one
+// record: the host call that enqueued it (its thread and times) and the work
+// itself (device, stream, and the times the stream really started and ended
+// it). Records are stamped with the innermost external id the enqueueing
+// thread pushed, which is how a profiler links device work to the host
+// operation that launched it. Disabled (the default), an enqueue costs one
+// relaxed atomic load more. All times are nanoseconds of the driver's clock
+// (mydevActivityGetTimestamp), the clock event timings use too.
+typedef enum mydevActivityKind {
+  mydevActivityKindKernel = 0,
+  mydevActivityKindMemcpy = 1,
+  mydevActivityKindMemset = 2,
+} mydevActivityKind;
+
+typedef struct mydevActivityRecord {
+  mydevActivityKind kind;
+  mydevMemcpyKind copyKind;  // Memcpy: the resolved direction (never Default)
+  int device;                // the device whose stream ran the work
+  mydevStream_t stream;
+  const char* name;          // Kernel: the launch's name; else the API's
+  const char* api;           // the enqueueing call, e.g. "mydevLaunchKernel"
+  uint64_t correlationId;    // unique per record within the process (from 1)
+  uint64_t externalId;       // innermost pushed Operation id, 0 if none
+  uint64_t userExternalId;   // innermost pushed User id, 0 if none
+  uint64_t hostThread;       // OS thread id (gettid) of the enqueueing thread
+  int64_t apiStart;          // the enqueueing call on the host
+  int64_t apiEnd;
+  int64_t start;             // the work on the device
+  int64_t end;
+  size_t bytes;              // Memcpy / Memset: bytes copied or filled
+} mydevActivityRecord;
+
+// Turns recording on (nonzero) or off. Work enqueued while it was on still
+// leaves its record when it runs later.
+mydevError_t mydevActivityEnable(int enable);
+// Now, on the clock of the records.
+mydevError_t mydevActivityGetTimestamp(int64_t* nanoseconds);
+// Stacks of external ids per host thread and kind (CUPTI's external
+// correlation): work enqueued by a thread carries the top of each of its
+// stacks. Enabling recording forgets what every thread pushed before.
+typedef enum mydevActivityExternalIdKind {
+  mydevActivityExternalIdOperation = 0,  // the host operation launching work
+  mydevActivityExternalIdUser = 1,       // a user-annotated range around it
+} mydevActivityExternalIdKind;
+mydevError_t mydevActivityPushExternalId(mydevActivityExternalIdKind kind,
+                                         uint64_t id);
+// Pops the top; *id (if not null) receives it. Empty stack:
+// mydevErrorInvalidValue.
+mydevError_t mydevActivityPopExternalId(mydevActivityExternalIdKind kind,
+                                        uint64_t* id);
+// Moves up to `capacity` records of completed work into `records`, oldest
+// first per stream; *count receives how many. Call until *count < capacity
+// to drain. Synchronize first to include all enqueued work.
+mydevError_t mydevActivityFlush(mydevActivityRecord* records, size_t capacity,
+                                size_t* count);
 
 // ------------------------------------------------------------ process state --
 // 1 if this process was forked from a parent in which a device had been put

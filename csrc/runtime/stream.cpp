@@ -7,6 +7,7 @@
 #include <exception>
 #include <system_error>
 
+#include "activity.h"
 #include "device.h"
 #include "error.h"
 #include "event.h"
@@ -70,6 +71,8 @@ void Stream::release() {
 }
 
 uint64_t Stream::enqueue(const Task& task) {
+  PendingActivity* activity =
+      activity_enabled() ? activity_begin(task, this) : nullptr;
   uint64_t sequence;
   bool wake;
   {
@@ -77,6 +80,7 @@ uint64_t Stream::enqueue(const Task& task) {
     const uint64_t tail = enqueued_.load(std::memory_order_relaxed);
     if (tail - head_ == ring_.size()) grow_ring();
     ring_[tail & mask_] = task;
+    ring_[tail & mask_].activity = activity;
     sequence = tail + 1;
     enqueued_.store(sequence, std::memory_order_release);
     wake = executor_sleeping_;
@@ -145,14 +149,20 @@ void Stream::execute(const Task& task, uint64_t sequence) {
     case TaskKind::Kernel:
       run_kernel(task);
       break;
-    case TaskKind::Copy:
+    case TaskKind::Copy: {
+      const int64_t start = task.activity ? activity_now() : 0;
       copy_bytes(task.dst, task.src, task.count);
       report_illegal_access(device_, "memcpy");
+      if (task.activity) activity_finish(task.activity, start, activity_now());
       break;
-    case TaskKind::Fill:
+    }
+    case TaskKind::Fill: {
+      const int64_t start = task.activity ? activity_now() : 0;
       fill_bytes(task.dst, task.fill_value, task.count);
       report_illegal_access(device_, "memset");
+      if (task.activity) activity_finish(task.activity, start, activity_now());
       break;
+    }
     case TaskKind::EventMarker:
       task.record->time_ns.store(
           std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -181,6 +191,8 @@ void Stream::run_kernel(const Task& task) {
   {
     KernelSlot slot(device_->gate(), gate_level(priority_));
     if (!shutting_down()) {
+      // Timed once the kernel holds a compute slot: that is when it runs.
+      const int64_t start = task.activity ? activity_now() : 0;
       try {
         task.fn(task.dst);
       } catch (const std::exception& error) {
@@ -193,6 +205,7 @@ void Stream::run_kernel(const Task& task) {
                    task.name, device_->index()));
       }
       report_illegal_access(device_, task.name);
+      if (task.activity) activity_finish(task.activity, start, activity_now());
       return;
     }
   }

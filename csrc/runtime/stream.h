@@ -15,6 +15,7 @@ namespace mydev_sim {
 
 class Device;
 struct EventRecord;
+struct PendingActivity;
 
 enum class TaskKind : uint8_t { Kernel, Copy, Fill, EventMarker, WaitEvent };
 
@@ -28,6 +29,8 @@ struct Task {
   const void* src;
   size_t count;
   EventRecord* record;   // EventMarker, WaitEvent: owns one reference
+  // Set by enqueue while activity recording is on (activity.h); owned.
+  PendingActivity* activity;
 
   static Task kernel(const char* name, mydevKernelFn_t fn, void* user_data) {
     return Task{TaskKind::Kernel, 0, name, fn, user_data, nullptr, 0, nullptr};

@@ -1,4 +1,5 @@
 // The stream and kernel-launch entry points; the queue itself is stream.cpp.
+#include "activity.h"
 #include "device.h"
 #include "error.h"
 #include "lifecycle.h"
@@ -112,6 +113,7 @@ mydevError_t mydevStreamSynchronize(mydevStream_t handle) {
 mydevError_t mydevLaunchKernel(mydevStream_t handle, const char* name,
                                mydevKernelFn_t fn, void* user_data) {
   if (mydevError_t status = enter()) return status;
+  const ActivityApiScope activity("mydevLaunchKernel");
   if (fn == nullptr) {
     return fail(mydevErrorInvalidValue,
                 "mydevLaunchKernel: kernel '%s' has a null function",

@@ -4,25 +4,28 @@ exit status."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import torch
+
+from ..device_name import DEVICE_NAME
+from . import modules, opdb, report_json, report_markdown
+from .environment import device_description, run_description
+from .pool import WorkerPool, WorkerStartupError
+from .progress import Progress
+from .results import TaskResult
+from .runner import VARIANTS, RunOptions, run_op
+from .summary import format_rate, summarize
 
 # The number is about the device's own kernels, so running ops on the CPU
-# instead must be off. Set before any op runs (mydev reads it at its first
-# fallback decision); the workers inherit it.
-os.environ["MYDEV_CPU_FALLBACK"] = "off"
-
-from . import opdb, report_json, report_markdown  # noqa: E402
-from .environment import device_description, run_description  # noqa: E402
-from .pool import WorkerPool, WorkerStartupError  # noqa: E402
-from .progress import Progress  # noqa: E402
-from .results import TaskResult  # noqa: E402
-from .runner import VARIANTS, RunOptions, run_op  # noqa: E402
-from .summary import format_rate, summarize  # noqa: E402
+# instead is off during a run: in this process (--jobs 0) and in the workers.
+CPU_FALLBACK_POLICY = "off"
 
 EXIT_BELOW_MIN_PASS_RATE = 1
 EXIT_RUN_FAILED = 3
@@ -48,13 +51,22 @@ def _variants(text: str) -> List[str]:
     return chosen
 
 
+def _layouts(text: str) -> List[str]:
+    chosen = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = set(chosen) - {opdb.STRIDED, *opdb.SPARSE_LAYOUTS}
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown layouts {sorted(unknown)}; choose from {opdb.STRIDED}, {', '.join(opdb.SPARSE_LAYOUTS)}")
+    return chosen
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m device_ext.conformance",
         description="Run PyTorch's OpInfo database on the device, compare every result with the CPU's, "
         "and report per op and dtype: pass, mismatch, missing kernel, error or skipped.",
     )
-    parser.add_argument("--dtypes", default="float32", help='comma-separated dtypes, or "all": every dtype the op supports on the CPU (default float32)')
+    parser.add_argument("--dtypes", default="float32", help='comma-separated dtypes, or "all": every dtype the op supports on cuda or the CPU (default float32)')
+    parser.add_argument("--layouts", type=_layouts, default=[opdb.STRIDED, *opdb.SPARSE_LAYOUTS], metavar="LIST", help="input layouts: strided and the sparse ones the OpInfo supports (the sparse section; default all: " + ",".join((opdb.STRIDED,) + opdb.SPARSE_LAYOUTS) + ")")
     parser.add_argument("--ops", action="append", default=[], metavar="REGEX", help="check only ops whose full name matches (searched, so a substring works); repeatable")
     parser.add_argument("--exclude", action="append", default=[], metavar="REGEX", help="skip ops whose full name matches; repeatable")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the full report as JSON")
@@ -65,8 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS, metavar="N", help=f"worker processes (default {DEFAULT_JOBS}: half the CPUs, as each worker keeps about two busy); 0 runs in this process, without time limits")
     parser.add_argument("--variants", type=_variants, default=list(VARIANTS), metavar="LIST", help="call forms to check: function,inplace,out (default all; the function always runs)")
     parser.add_argument("--inputs", choices=("sample", "reference"), default="sample", help="OpInfo sample inputs (default) or the larger reference inputs")
+    parser.add_argument("--samples-on-device", action="store_true", help="generate the sample inputs on the device (op.sample_inputs(device, dtype)) and copy them to the CPU, and also compare the outputs' strides: the output metadata check")
+    parser.add_argument("--modules", action="store_true", help="also check PyTorch's ModuleInfo database (torch.nn modules, inputs generated on the device; outputs' metadata incl. strides, and values), in this process; reported as ops named module:<name>")
     parser.add_argument("--extra-ops", action="append", default=[], metavar="MODULE[:ATTR]", help="also check the OpInfos in this module or .py file (attribute op_db by default)")
-    parser.add_argument("--device", default="mydev", help=argparse.SUPPRESS)
+    parser.add_argument("--device", default=DEVICE_NAME, help=argparse.SUPPRESS)
     parser.add_argument("--list", action="store_true", help="list the (op, dtype) pairs that would be checked, and exit")
     parser.add_argument("--no-progress", action="store_true", help="no progress output on stderr")
     return parser
@@ -86,9 +100,11 @@ def _run_tasks(args: argparse.Namespace, selection: opdb.Selection, ops: Dict[st
         if args.jobs == 0:
             device_info = device_description(options.device)
             for task in selection.tasks:
-                on_result(run_op(ops[task.op], opdb.parse_dtype(task.dtype), options))
+                op, layout = opdb.resolve(ops, task.op)
+                on_result(run_op(op, opdb.parse_dtype(task.dtype), options, layout))
         else:
-            pool = WorkerPool(args.jobs, args.timeout_per_op, options, args.extra_ops, dict(os.environ))
+            env = {**os.environ, "MYDEV_CPU_FALLBACK": CPU_FALLBACK_POLICY}
+            pool = WorkerPool(args.jobs, args.timeout_per_op, options, args.extra_ops, env)
             pool.run(selection.tasks, on_result)
             device_info = {**pool.device_info, "extension_build": " + ".join(pool.builds)}
             if len(pool.builds) > 1:
@@ -98,6 +114,17 @@ def _run_tasks(args: argparse.Namespace, selection: opdb.Selection, ops: Dict[st
     return [results[task] for task in selection.tasks], device_info
 
 
+@contextlib.contextmanager
+def _device_kernels_only() -> Iterator[None]:
+    """No CPU fallback in this process while the run lasts."""
+    previous = torch.mydev.cpu_fallback_policy()
+    torch.mydev.set_cpu_fallback_policy(CPU_FALLBACK_POLICY)
+    try:
+        yield
+    finally:
+        torch.mydev.set_cpu_fallback_policy(previous)
+
+
 def _settings(args: argparse.Namespace, argv: Optional[List[str]]) -> Dict[str, Any]:
     """What the report must say about how it was made, to be reproducible."""
     return {
@@ -105,8 +132,11 @@ def _settings(args: argparse.Namespace, argv: Optional[List[str]]) -> Dict[str, 
         "dtypes": args.dtypes,
         "ops": args.ops,
         "exclude": args.exclude,
+        "layouts": list(args.layouts),
         "max_samples": args.max_samples,
         "inputs": args.inputs,
+        "samples_on_device": args.samples_on_device,
+        "modules": args.modules,
         "variants": list(args.variants),
         "timeout_s": args.timeout_per_op,
         "jobs": args.jobs,
@@ -135,26 +165,34 @@ def _meets(summary: Dict[str, Any], min_pass_rate: float) -> bool:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     ops = opdb.load_ops(args.extra_ops)
-    selection = opdb.select(ops, args.dtypes, args.ops, args.exclude)
+    selection = opdb.select(ops, args.dtypes, args.ops, args.exclude, args.layouts)
     if args.list:
         for task in selection.tasks:
             print(f"{task.op}\t{task.dtype}")
         return 0
 
-    options = RunOptions(device=args.device, max_samples=args.max_samples, variants=tuple(args.variants), inputs=args.inputs)
+    options = RunOptions(
+        device=args.device, max_samples=args.max_samples, variants=tuple(args.variants), inputs=args.inputs,
+        samples_on_device=args.samples_on_device,
+    )
     started = time.monotonic()
     try:
-        results, device_info = _run_tasks(args, selection, ops, options)
+        with _device_kernels_only():
+            results, device_info = _run_tasks(args, selection, ops, options)
     except WorkerStartupError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_RUN_FAILED
+    if args.modules:
+        module_dtypes = None if args.dtypes.strip() == opdb.ALL_DTYPES else [
+            opdb.parse_dtype(name) for name in args.dtypes.split(",") if name.strip()]
+        results += modules.run_modules(args.ops, args.exclude, module_dtypes, options.device)
     seconds = time.monotonic() - started
 
-    dtypes = list(dict.fromkeys(task.dtype for task in selection.tasks))  # as asked
+    dtypes = list(dict.fromkeys(result.dtype for result in results))  # as asked
     if args.dtypes.strip() == opdb.ALL_DTYPES:
         dtypes.sort()
     summary = summarize(results, dtypes, selection.not_applicable)
-    environment = {**run_description(), "device": device_info}
+    environment = {**run_description(), "cpu_fallback": CPU_FALLBACK_POLICY, "device": device_info}
     report = report_json.build(environment, _settings(args, argv), summary, results, seconds)
     if args.json:
         report_json.write(report, args.json)

@@ -36,8 +36,17 @@ def _assert_close_message(error: AssertionError) -> str:
     return "; ".join(picked or lines[:2])
 
 
+def _significant_strides(tensor: torch.Tensor) -> Tuple[Optional[int], ...]:
+    """Strides that say something about the layout: those of dimensions of
+    size 1 (never stepped over) do not, nor any of an empty tensor."""
+    if tensor.numel() == 0:
+        return ()
+    return tuple(None if size == 1 else stride for size, stride in zip(tensor.shape, tensor.stride()))
+
+
 def _compare_tensors(
-    expected: torch.Tensor, actual: torch.Tensor, tolerance_for: ToleranceFn, device_type: Optional[str], values: bool
+    expected: torch.Tensor, actual: torch.Tensor, tolerance_for: ToleranceFn, device_type: Optional[str], values: bool,
+    strides: bool = False,
 ) -> Optional[str]:
     if device_type is not None and not _same_device(expected, actual, device_type):
         return f"on device {actual.device}, CPU result on {expected.device} (expected {device_type})"
@@ -47,6 +56,8 @@ def _compare_tensors(
         return f"shape {tuple(actual.shape)}, CPU gives {tuple(expected.shape)}"
     if expected.layout != actual.layout:
         return f"layout {actual.layout}, CPU gives {expected.layout}"
+    if strides and expected.layout == torch.strided and _significant_strides(expected) != _significant_strides(actual):
+        return f"strides {actual.stride()}, CPU gives {expected.stride()}"
     if not values or expected.device.type == "meta":
         return None
     tolerance = tolerance_for(expected.dtype)
@@ -81,14 +92,15 @@ def _compare_scalars(expected: Any, actual: Any, tolerance_for: ToleranceFn, val
 
 
 def describe_difference(
-    expected: Any, actual: Any, tolerance_for: ToleranceFn, device_type: Optional[str], *, values: bool = True, what: str = "output"
+    expected: Any, actual: Any, tolerance_for: ToleranceFn, device_type: Optional[str], *, values: bool = True, what: str = "output",
+    strides: bool = False,
 ) -> Optional[str]:
     """None when `actual` (the device's) matches `expected` (the CPU's);
     else where and how they differ. Tensors the CPU returns on the CPU must
     be on `device_type` (None: devices are not compared, e.g. for arguments,
     which the caller placed). With values=False only structure, devices,
     dtypes and shapes are compared (for outputs whose values are random or
-    uninitialised)."""
+    uninitialised); with strides=True the strides of strided tensors too."""
     expected_leaves, expected_spec = pytree.tree_flatten_with_path(expected)
     actual_leaves, actual_spec = pytree.tree_flatten_with_path(actual)
     if expected_spec != actual_spec:
@@ -99,7 +111,7 @@ def describe_difference(
             if not (isinstance(want, torch.Tensor) and isinstance(got, torch.Tensor)):
                 difference = f"{type(got).__name__}, CPU gives {type(want).__name__}"
             else:
-                difference = _compare_tensors(want, got, tolerance_for, device_type, values)
+                difference = _compare_tensors(want, got, tolerance_for, device_type, values, strides)
         elif isinstance(want, (bool, int, float, complex)):
             difference = _compare_scalars(want, got, tolerance_for, values)
         elif isinstance(want, torch.device) and isinstance(got, torch.device) and device_type is not None:

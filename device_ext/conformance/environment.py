@@ -69,5 +69,4 @@ def run_description() -> Dict[str, Any]:
         "source_revision": _git_revision(),
         "python": platform.python_version(),
         "host": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
-        "cpu_fallback": os.environ.get("MYDEV_CPU_FALLBACK", "(unset)"),
     }

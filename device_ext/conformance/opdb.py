@@ -1,9 +1,14 @@
-"""Which ops and dtypes a run checks.
+"""Which ops, dtypes and layouts a run checks.
 
 The ops are PyTorch's OpInfo database, plus optionally OpInfos from a
 vendor module (--extra-ops, e.g. for the device's custom ops). Every process
 (the CLI and its workers) builds the same list, so a task names its op by
-OpInfo.full_name."""
+OpInfo.full_name, followed by the layout in brackets for the sparse section
+("abs[sparse_csr]": the OpInfo's sparse samples, see supports_sparse_layout).
+
+The dtypes checked are those cuda supports (OpInfo.dtypesIfCUDA) and those
+the CPU supports: the device is held to cuda's coverage. Where the CPU lacks
+the dtype, the reference is computed in a wider dtype (runner.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch.testing._internal.opinfo.core import OpInfo
@@ -64,13 +69,35 @@ def parse_dtype(name: str) -> torch.dtype:
 def cpu_dtypes(op: OpInfo) -> List[torch.dtype]:
     """The dtypes the OpInfo declares for the CPU. (Asked for an unknown
     device, OpInfo falls back to the CPU's list anyway; asking for "cpu"
-    says what is meant: the CPU is the reference.)"""
+    says what is meant.)"""
     return sorted(op.supported_dtypes("cpu"), key=dtype_name)
+
+
+def device_dtypes(op: OpInfo) -> List[torch.dtype]:
+    """The dtypes the device is checked at: cuda's (dtypesIfCUDA) and the
+    CPU's."""
+    return sorted(set(op.supported_dtypes("cuda")) | set(op.supported_dtypes("cpu")), key=dtype_name)
+
+
+STRIDED = "strided"
+SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc")
+
+
+def task_name(op: str, layout: str) -> str:
+    return op if layout == STRIDED else f"{op}[{layout}]"
+
+
+def resolve(ops: Dict[str, OpInfo], name: str) -> Tuple[OpInfo, str]:
+    """The OpInfo and layout a task name stands for."""
+    match = re.fullmatch(r"(.*)\[(sparse_\w+)\]", name)
+    if match is None:
+        return ops[name], STRIDED
+    return ops[match.group(1)], match.group(2)
 
 
 @dataclass(frozen=True)
 class Task:
-    op: str
+    op: str  # task_name(): the OpInfo's full name, and its sparse layout if any
     dtype: str
 
 
@@ -86,11 +113,13 @@ def select(
     dtypes: str,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
+    layouts: Sequence[str] = (STRIDED,) + SPARSE_LAYOUTS,
 ) -> Selection:
     """Tasks for the ops whose full name matches any `include` pattern (all
     if none) and no `exclude` pattern (regular expressions searched in the
     name, so a plain substring works), at `dtypes`: a comma-separated list,
-    or "all" for every dtype the op supports on the CPU."""
+    or "all" for every dtype the device is checked at (device_dtypes), in
+    each of `layouts` the OpInfo supports."""
     wanted: Optional[List[torch.dtype]] = None
     if dtypes.strip() != ALL_DTYPES:
         wanted = [parse_dtype(name) for name in dtypes.split(",") if name.strip()]
@@ -103,9 +132,11 @@ def select(
             continue
         if any(r.search(name) for r in exclude_res):
             continue
-        supported = cpu_dtypes(op)
+        supported = device_dtypes(op)
         chosen = supported if wanted is None else [d for d in wanted if d in supported]
-        if not chosen:
+        if not chosen and STRIDED in layouts:
             not_applicable.append(name)
-        tasks.extend(Task(name, dtype_name(d)) for d in chosen)
+        for layout in layouts:
+            if layout == STRIDED or op.supports_sparse_layout(getattr(torch, layout)):
+                tasks.extend(Task(task_name(name, layout), dtype_name(d)) for d in chosen)
     return Selection(tasks, not_applicable)

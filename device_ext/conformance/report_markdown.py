@@ -4,7 +4,7 @@ status of every (op, dtype) pair."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -47,7 +47,9 @@ def _environment(report: Dict[str, Any]) -> List[str]:
         [
             "settings",
             f"dtypes {settings['dtypes']}; samples per op and dtype: {settings['max_samples'] or 'all'} "
-            f"({settings['inputs']} inputs); call forms: {', '.join(settings['variants'])}; "
+            f"({settings['inputs']} inputs"
+            f"{', generated on the device; strides compared' if settings.get('samples_on_device') else ''}); "
+            f"call forms: {', '.join(settings['variants'])}; "
             f"timeout {settings['timeout_s']:g} s per op and dtype; {settings['jobs']} worker(s)",
         ],
         ["duration", f"{report['duration_s']:.0f} s"],
@@ -64,7 +66,7 @@ def _summary(report: Dict[str, Any]) -> List[str]:
     lines.append(f"- Op pass rate over the checked dtypes (an op passes when all its dtypes pass): {format_rate(summary['op_pass_rate'])}")
     lines.append(
         f"- {summary['ops']} ops, {summary['pairs']} (op, dtype) pairs checked; "
-        f"{len(summary['not_applicable'])} selected ops support none of the requested dtypes on the CPU."
+        f"{len(summary['not_applicable'])} selected ops support none of the requested dtypes on cuda or the CPU."
     )
     lines += [
         "",
@@ -160,6 +162,27 @@ def _all_results(results: List[TaskResult], dtypes: List[str]) -> List[str]:
     return lines + _table(["op", "over all dtypes"] + dtypes, rows)
 
 
+def _sparse_section(results: List[TaskResult]) -> List[str]:
+    """Per sparse layout: the ops whose OpInfo has samples of that layout,
+    checked with them (named op[layout] in the other tables)."""
+    by_layout: Dict[str, Counter] = defaultdict(Counter)
+    for result in results:
+        if result.op.endswith("]") and "[sparse_" in result.op:
+            by_layout[result.op[result.op.rindex("[") + 1 : -1]][result.status] += 1
+    lines = [
+        "## Sparse layouts",
+        "",
+        "The OpInfos' sparse samples (`supports_sparse`, `supports_sparse_csr`, ...): inputs of that layout on "
+        "the device, compared with the CPU. These pairs are named `op[layout]` in the other tables.",
+        "",
+    ]
+    if not by_layout:
+        return lines + ["Not checked in this run."]
+    statuses = [Status.PASS, *FAILURES, Status.SKIPPED]
+    rows = [[layout] + [str(counts[s]) for s in statuses] for layout, counts in by_layout.items()]
+    return lines + _table(["layout"] + [s.value for s in statuses], rows)
+
+
 def render(report: Dict[str, Any], results: List[TaskResult]) -> str:
     dtypes = list(report["summary"]["dtypes"])
     title = dtypes[0] if len(dtypes) == 1 else f"{len(dtypes)} dtypes"
@@ -170,11 +193,12 @@ def render(report: Dict[str, Any], results: List[TaskResult]) -> str:
         "database run on mydev and compared with the CPU.",
         "",
     ]
-    for section in (_summary(report), _environment(report), _failures(results), _skipped(results), _all_results(results, dtypes)):
+    sections = (_summary(report), _environment(report), _failures(results), _sparse_section(results), _skipped(results), _all_results(results, dtypes))
+    for section in sections:
         lines += section + [""]
     not_applicable = report["summary"]["not_applicable"]
     if not_applicable:
-        lines += ["## Not run", "", "Ops that support none of the requested dtypes on the CPU: " + ", ".join(not_applicable), ""]
+        lines += ["## Not run", "", "Ops that support none of the requested dtypes on cuda or the CPU: " + ", ".join(not_applicable), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

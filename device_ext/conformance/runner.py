@@ -32,12 +32,14 @@ import torch.utils._pytree as pytree
 from torch.testing._internal.opinfo.core import OpInfo, SampleInput
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..device_name import DEVICE_NAME
 from . import policy
 from .classify import Tally, classify_exception, describe_exception, first_line
 from .compare import AliasInfo, alias_signature, describe_alias_difference, describe_difference
 from .results import Status, TaskResult, dtype_name
 from .samples import Sample, select_samples
 from .transfer import replicate_sample
+from .widening import Widening, widening_for
 
 FUNCTION, INPLACE, OUT = "function", "inplace", "out"
 VARIANTS = (FUNCTION, INPLACE, OUT)
@@ -46,13 +48,17 @@ CPU = torch.device("cpu")
 
 @dataclass(frozen=True)
 class RunOptions:
-    device: str = "mydev"
+    device: str = DEVICE_NAME
     # Samples per (op, dtype); None for all (see samples.select_samples).
     max_samples: Optional[int] = None
     # Call forms besides the function itself, which always runs.
     variants: Tuple[str, ...] = VARIANTS
     # "sample": op.sample_inputs; "reference": the larger op.reference_inputs.
     inputs: str = "sample"
+    # Generate samples on the device (copies go to the CPU) and compare the
+    # outputs' strides too: the output metadata contract (shape, stride,
+    # dtype, 0-dim) of kernels fed by device-made tensors.
+    samples_on_device: bool = False
 
 
 class DeviceUnusable(RuntimeError):
@@ -101,8 +107,10 @@ def _synchronize(device: torch.device) -> None:
         torch.get_device_module(device.type).synchronize(device)
 
 
-def _execute(op: OpInfo, form: CallForm, sample: Sample, device: torch.device, template: Any) -> Outcome:
+def _execute(op: OpInfo, form: CallForm, sample: Sample, device: torch.device, template: Any, widen: Optional[Widening] = None) -> Outcome:
     copy = replicate_sample(sample.input, device, sample.stay_on_cpu)
+    if widen is not None:  # the CPU's reference at a dtype it lacks
+        copy, template = widen.widen_sample(copy), widen.widen(template)
     leaves = pytree.tree_leaves((copy.input, copy.args, copy.kwargs))
     # A factory call without tensor or device arguments (linspace(1, 3, 1))
     # creates its result on the default device: make that the device under
@@ -114,8 +122,11 @@ def _execute(op: OpInfo, form: CallForm, sample: Sample, device: torch.device, t
     # belongs to this op and sample, not to whatever runs next.
     _synchronize(device)
     arguments = [leaf for leaf in pytree.tree_leaves((leaves, written)) if isinstance(leaf, torch.Tensor)]
+    aliases = alias_signature(result, arguments)
+    if widen is not None:
+        result, arguments = widen.narrow(result), widen.narrow(arguments)
     processed = sample.input.output_process_fn_grad(result)
-    return Outcome(result, processed, arguments, alias_signature(result, arguments))
+    return Outcome(result, processed, arguments, aliases)
 
 
 class _RandomOpRecorder(TorchDispatchMode):
@@ -132,7 +143,7 @@ class _RandomOpRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _randomness(op: OpInfo, form: CallForm, sample: Sample, template: Any) -> Optional[str]:
+def _randomness(op: OpInfo, form: CallForm, sample: Sample, template: Any, widen: Optional[Widening]) -> Optional[str]:
     """Why the values of this call are random, or None.
 
     OpInfos seed their random ops (wrapper_set_seed), so two CPU runs agree
@@ -143,7 +154,7 @@ def _randomness(op: OpInfo, form: CallForm, sample: Sample, template: Any) -> Op
     recorder = _RandomOpRecorder()
     try:
         with recorder:
-            _execute(op, form, sample, CPU, template)
+            _execute(op, form, sample, CPU, template, widen)
     except Exception:  # noqa: BLE001  (the plain run succeeded; this one only looks)
         return None
     if not recorder.random_ops:
@@ -151,16 +162,18 @@ def _randomness(op: OpInfo, form: CallForm, sample: Sample, template: Any) -> Op
     return "random values (calls " + ", ".join(sorted(recorder.random_ops)) + ", tagged nondeterministic_seeded)"
 
 
-def _execute_on_cpu(op: OpInfo, form: CallForm, sample: Sample, template: Any) -> Tuple[Outcome, Optional[str]]:
+def _execute_on_cpu(op: OpInfo, form: CallForm, sample: Sample, template: Any, widen: Optional[Widening]) -> Tuple[Outcome, Optional[str]]:
     """The CPU's reference run, and why its values are random if they are."""
-    return _execute(op, form, sample, CPU, template), _randomness(op, form, sample, template)
+    return _execute(op, form, sample, CPU, template, widen), _randomness(op, form, sample, template, widen)
 
 
-def _difference(expected: Outcome, actual: Outcome, tolerance_for: policy.ToleranceFn, device_type: str, values: bool) -> Optional[str]:
+def _difference(
+    expected: Outcome, actual: Outcome, tolerance_for: policy.ToleranceFn, device_type: str, values: bool, strides: bool = False
+) -> Optional[str]:
     """How one call differs from the reference call, or None. Outputs
     first: a wrong shape also changes aliasing, and is the clearer cause."""
     return (
-        describe_difference(expected.processed, actual.processed, tolerance_for, device_type, values=values)
+        describe_difference(expected.processed, actual.processed, tolerance_for, device_type, values=values, strides=strides)
         # Where the arguments are is the caller's choice, not the op's.
         or describe_difference(expected.arguments, actual.arguments, tolerance_for, None, values=values, what="argument")
         or describe_alias_difference(expected.aliases, actual.aliases)
@@ -184,14 +197,20 @@ def device_problem(device: torch.device) -> Optional[str]:
 class _OpCheck:
     """Checking one op at one dtype: the tally, and the per-op policy."""
 
-    def __init__(self, op: OpInfo, dtype: torch.dtype, options: RunOptions) -> None:
+    def __init__(self, op: OpInfo, dtype: torch.dtype, options: RunOptions, name: str) -> None:
         self.op = op
         self.device = torch.device(options.device)
         self.forms = [FUNCTION] + [v for v in options.variants if v != FUNCTION]
-        self.tally = Tally(op.full_name, dtype_name(dtype))
-        self.tolerance_for = policy.tolerances(op, self.device.type, dtype)
+        self.tally = Tally(name, dtype_name(dtype))
+        self.widen = widening_for(op, dtype)
+        self.tolerance_for = policy.tolerances(op, self.device.type, dtype, widened=self.widen is not None)
         self.uninitialised = policy.declared_uninitialised(op)
         self.caveat = policy.declared_caveat(op, self.device.type, dtype)
+        self.strides = options.samples_on_device
+        # The widening the current sample's reference uses: none when the
+        # CPU computes the sample at the dtype itself (the OpInfo's CPU list
+        # can be narrower than what the kernels do).
+        self.sample_widen: Optional[Widening] = None
 
     def _applies(self, variant: str, sample: Sample, function_result: Any) -> bool:
         if variant == INPLACE:
@@ -210,7 +229,7 @@ class _OpCheck:
                 continue
             form = CALL_FORMS[variant]
             try:
-                expected, random = _execute_on_cpu(self.op, form, sample, template)
+                expected, random = self._reference(variant, form, sample, template)
             except Exception as error:  # noqa: BLE001
                 # Not a valid input (or this call form does not exist for it).
                 if variant == FUNCTION:
@@ -225,6 +244,17 @@ class _OpCheck:
                 continue
             self._check_on_device(sample, variant, form, expected, template, not_comparable)
 
+    def _reference(self, variant: str, form: CallForm, sample: Sample, template: Any) -> Tuple[Outcome, Optional[str]]:
+        if variant == FUNCTION:
+            self.sample_widen = None
+            try:
+                return _execute_on_cpu(self.op, form, sample, template, None)
+            except Exception:  # noqa: BLE001  (a dtype the CPU lacks: computed wider, below)
+                if self.widen is None:
+                    raise
+            self.sample_widen = self.widen
+        return _execute_on_cpu(self.op, form, sample, template, self.sample_widen)
+
     def _cpu_variant_differs(self, function: Outcome, variant: Outcome) -> bool:
         """Whether the CPU's in-place/out= call disagrees with its own
         function (garbage in an out= tensor, say): then it cannot be the
@@ -238,7 +268,9 @@ class _OpCheck:
     ) -> None:
         try:
             actual = _execute(self.op, form, sample, self.device, template)
-            difference = _difference(expected, actual, self.tolerance_for, self.device.type, values=not_comparable is None)
+            difference = _difference(
+                expected, actual, self.tolerance_for, self.device.type, values=not_comparable is None, strides=self.strides
+            )
         except Exception as error:  # noqa: BLE001  (any exception is a finding)
             self.tally.failed(classify_exception(error), variant, describe_exception(error), sample.index, sample.summary())
             problem = device_problem(self.device)
@@ -250,7 +282,7 @@ class _OpCheck:
             # gives another (a nondeterministic CPU kernel).
             not_comparable = self._cpu_not_reproducible(sample, form, expected, template)
             if not_comparable is not None:
-                difference = _difference(expected, actual, self.tolerance_for, self.device.type, values=False)
+                difference = _difference(expected, actual, self.tolerance_for, self.device.type, values=False, strides=self.strides)
         if difference is not None:
             self.tally.failed(Status.MISMATCH, variant, difference, sample.index, sample.summary())
         elif not_comparable is not None:
@@ -260,7 +292,7 @@ class _OpCheck:
 
     def _cpu_not_reproducible(self, sample: Sample, form: CallForm, first: Outcome, template: Any) -> Optional[str]:
         try:
-            again = _execute(self.op, form, sample, CPU, template)
+            again = _execute(self.op, form, sample, CPU, template, self.sample_widen)
         except Exception:  # noqa: BLE001  (the first CPU run succeeded: it stays the reference)
             return None
         if _difference(first, again, self.tolerance_for, "cpu", values=True) is None:
@@ -268,19 +300,23 @@ class _OpCheck:
         return "the CPU gives different values on two runs of the same sample"
 
 
-def run_op(op: OpInfo, dtype: torch.dtype, options: RunOptions = RunOptions()) -> TaskResult:
-    """Checks `op` at `dtype`; never raises for anything the op does."""
+def run_op(op: OpInfo, dtype: torch.dtype, options: RunOptions = RunOptions(), layout: str = "strided") -> TaskResult:
+    """Checks `op` at `dtype` with inputs of `layout` (strided, or one of
+    the sparse layouts); never raises for anything the op does."""
     started = time.monotonic()
-    check = _OpCheck(op, dtype, options)
+    check = _OpCheck(op, dtype, options, op.full_name if layout == "strided" else f"{op.full_name}[{layout}]")
     samples: List[Sample] = []
     with warnings.catch_warnings():
         # Deprecation and performance warnings from thousands of samples
         # would bury the progress output; they say nothing about conformance.
         warnings.simplefilter("ignore")
         try:
-            samples = select_samples(op, dtype, options.max_samples, reference=options.inputs == "reference")
+            samples = select_samples(
+                op, dtype, options.max_samples, reference=options.inputs == "reference",
+                on_device=options.device if options.samples_on_device else None, layout=layout,
+            )
         except Exception as error:  # noqa: BLE001
-            # Inputs are made on the CPU: not the device's fault.
+            # Inputs are made on the CPU (unless samples_on_device): not the device's fault.
             check.tally.skipped(f"the OpInfo cannot generate sample inputs: {describe_exception(error)}")
         for sample in samples:
             try:

@@ -10,7 +10,12 @@ device argument (tensor_split's `torch.tensor([1, 2, 3])` indices, narrow's
 require ("tensor_split expected tensor_indices_or_sections to be on cpu").
 Those tensors are found by generating the samples a second time with "meta"
 as the default device: what lands on meta was placed by default, not by the
-sample's device argument."""
+sample's device argument.
+
+The metadata check (``--samples-on-device``) generates them for the device
+instead, as PyTorch's device-generic tests do, and copies them to the CPU:
+the samples' tensors are then outputs of the device's own kernels, and the
+ones the sample code leaves on the CPU are simply where they are."""
 
 from __future__ import annotations
 
@@ -70,8 +75,32 @@ def _spread(count: int, limit: Optional[int]) -> List[int]:
     return [round(i * step) for i in range(limit)]
 
 
-def select_samples(op: OpInfo, dtype: torch.dtype, limit: Optional[int] = None, reference: bool = False) -> List[Sample]:
+def _on_cpu(samples: List[SampleInput]) -> List[FrozenSet[int]]:
+    """Per sample generated for the device, the ids of the tensors its code
+    left on the CPU: there they stay."""
+    return [
+        frozenset(id(leaf) for leaf in _leaves(sample) if isinstance(leaf, torch.Tensor) and leaf.device.type == "cpu")
+        for sample in samples
+    ]
+
+
+def select_samples(
+    op: OpInfo, dtype: torch.dtype, limit: Optional[int] = None, reference: bool = False, on_device: Optional[str] = None,
+    layout: str = "strided",
+) -> List[Sample]:
+    """The samples to check with. `on_device`: generate them for that device
+    (as PyTorch's device tests do, ``op.sample_inputs(device, dtype)``), so
+    that the device's own kernels make them, and the CPU gets copies."""
+    if layout != "strided":
+        # The OpInfo's samples with inputs of a sparse layout (made from its
+        # dense samples); they create no tensors by default placement.
+        sparse = list(op.sample_inputs_sparse(getattr(torch, layout), "cpu", dtype, requires_grad=False))
+        return [Sample(i, sparse[i]) for i in _spread(len(sparse), limit)]
     generate = op.reference_inputs if reference else op.sample_inputs
+    if on_device is not None:
+        samples = list(generate(on_device, dtype, requires_grad=False))
+        placed = _on_cpu(samples)
+        return [Sample(i, samples[i], placed[i]) for i in _spread(len(samples), limit)]
     samples = list(generate("cpu", dtype, requires_grad=False))
     try:
         with torch.device("meta"):

@@ -29,7 +29,7 @@ def _copy_storage(tensor: torch.Tensor, device: torch.device, memo: _StorageMemo
     storage = tensor.untyped_storage()
     key = (storage.data_ptr(), storage.nbytes())
     if key not in memo or storage.nbytes() == 0:
-        as_bytes = torch.empty(0, dtype=torch.uint8).set_(storage)
+        as_bytes = torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(storage)
         # clone on the same device: the copy must not alias the original,
         # which the CPU reference and the in-place variants will mutate.
         memo[key] = as_bytes.to(device, copy=True)

@@ -37,7 +37,8 @@ def serve(channel: TextIO, tasks: TextIO, options: RunOptions, extra_ops: List[s
     device = torch.device(options.device)
     for line in tasks:
         task = json.loads(line)
-        result = run_op(ops[task["op"]], opdb.parse_dtype(task["dtype"]), options)
+        op, layout = opdb.resolve(ops, task["op"])
+        result = run_op(op, opdb.parse_dtype(task["dtype"]), options, layout)
         # A failure can leave the device broken (a kernel that corrupted the
         # arena, a stream that no longer runs): then a fresh process must
         # take the next task, or its failures would be this op's.

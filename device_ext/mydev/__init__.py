@@ -10,6 +10,7 @@ from typing import Any, List, Optional, Union
 import torch
 
 from .. import _C
+from . import _debug  # noqa: F401  (torch.mydev._debug: latches for tests)
 from . import _utils  # noqa: F401  (used by torch.serialization)
 from ._device import (
     _exchange_device,
@@ -21,6 +22,7 @@ from ._device import (
     device,
     device_count,
     device_of,
+    init,
     is_available,
     is_initialized,
     set_device,
@@ -33,12 +35,14 @@ from .cpu_fallback import (
 )
 from .memory import (
     empty_cache,
+    ipc_collect,
     max_memory_allocated,
     max_memory_reserved,
     mem_get_info,
     memory_allocated,
     memory_reserved,
     memory_stats,
+    memory_summary,
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
@@ -124,7 +128,9 @@ __all__ = [
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
+    "init",
     "initial_seed",
+    "ipc_collect",
     "is_available",
     "is_bf16_supported",
     "is_initialized",
@@ -137,6 +143,7 @@ __all__ = [
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "memory_summary",
     "reset_accumulated_memory_stats",
     "reset_cpu_fallback_counts",
     "reset_peak_memory_stats",

@@ -6,6 +6,7 @@ from typing import Any, Optional, Union
 import torch
 
 from .. import _C
+from ..device_name import DEVICE_NAME
 
 _DeviceLike = Union[torch.device, str, int, None]
 
@@ -29,6 +30,13 @@ def is_initialized() -> bool:
     return _initialized and not _is_in_bad_fork()
 
 
+def init() -> None:
+    """Initializes mydev now rather than at its first use (as
+    ``torch.cuda.init()``); raises if it cannot be (bad configuration,
+    forked child)."""
+    _lazy_init()
+
+
 def _lazy_init() -> None:
     """Brings up the driver on first real use, and refuses in a process forked
     after that happened (its executor threads do not exist there)."""
@@ -41,7 +49,8 @@ def _lazy_init() -> None:
         if _is_in_bad_fork():
             raise RuntimeError(
                 "Cannot re-initialize mydev in forked subprocess. To use mydev "
-                "with multiprocessing, you must use the 'spawn' start method"
+                "with multiprocessing, you must use the 'spawn' start method "
+                "(or 'forkserver')"
             )
         _C._init()
         _initialized = True
@@ -53,7 +62,7 @@ def _get_device_index(device: _DeviceLike, optional: bool = True) -> int:
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
-        if device.type != "mydev":
+        if device.type != DEVICE_NAME:
             raise ValueError(f"Expected a mydev device, but got: {device}")
         index = device.index
     elif isinstance(device, int):
@@ -66,6 +75,10 @@ def _get_device_index(device: _DeviceLike, optional: bool = True) -> int:
         if not optional:
             raise ValueError(f"Expected a mydev device with an index, got {device!r}")
         return current_device()
+    if index < 0:
+        # The same error as an index past the last device, from every
+        # function (None, not -1, means the current device).
+        _C._check_device_index(index)
     return index
 
 
@@ -76,9 +89,8 @@ def current_device() -> int:
 
 def set_device(device: _DeviceLike) -> None:
     index = _get_device_index(device)
-    if index >= 0:
-        _lazy_init()
-        _C._set_device(index)
+    _lazy_init()
+    _C._set_device(index)
 
 
 def _exchange_device(index: int) -> int:
@@ -120,4 +132,4 @@ class device_of(device):
     """``device`` of a tensor's device if it is on mydev, otherwise a no-op."""
 
     def __init__(self, obj: torch.Tensor):
-        super().__init__(obj.get_device() if obj.device.type == "mydev" else None)
+        super().__init__(obj.get_device() if obj.device.type == DEVICE_NAME else None)

@@ -6,6 +6,7 @@ from typing import Iterable, List, Union
 import torch
 
 from .. import _C
+from ..device_name import DEVICE_NAME
 from ._device import _get_device_index, device_count
 
 _DeviceLike = Union[torch.device, str, int, None]
@@ -37,7 +38,7 @@ def _generator(device: _DeviceLike) -> torch.Generator:
     return default_generators[_get_device_index(device)]
 
 
-def get_rng_state(device: _DeviceLike = "mydev") -> torch.Tensor:
+def get_rng_state(device: _DeviceLike = DEVICE_NAME) -> torch.Tensor:
     return _generator(device).get_state()
 
 
@@ -45,7 +46,7 @@ def get_rng_state_all() -> List[torch.Tensor]:
     return [gen.get_state() for gen in default_generators]
 
 
-def set_rng_state(new_state: torch.Tensor, device: _DeviceLike = "mydev") -> None:
+def set_rng_state(new_state: torch.Tensor, device: _DeviceLike = DEVICE_NAME) -> None:
     # As on cuda, only a uint8 state is accepted (the generator checks); the
     # state may live on any device.
     state = new_state.detach().to("cpu").contiguous()

@@ -7,6 +7,7 @@ from typing import Any, Optional, Union
 import torch
 
 from .. import _C
+from ..device_name import DEVICE_NAME
 from ._device import _get_device_index, _lazy_init
 
 _DeviceLike = Union[torch.device, str, int, None]
@@ -24,7 +25,13 @@ class Stream(torch.Stream):
             return super().__new__(cls, priority=priority, **kwargs)
         _lazy_init()
         index = _get_device_index(device)
-        return super().__new__(cls, device=torch.device("mydev", index), priority=priority)
+        return super().__new__(cls, device=torch.device(DEVICE_NAME, index), priority=priority)
+
+    def wait_stream(self, stream: torch.Stream) -> None:
+        """Work queued on this stream from now on waits for the work queued
+        on ``stream`` so far."""
+        _check_stream(stream, "wait_stream")
+        super().wait_stream(stream)
 
     @staticmethod
     def priority_range() -> tuple:
@@ -45,6 +52,13 @@ class Stream(torch.Stream):
 _MYDEV_TYPE_INDEX = torch._C._autograd.DeviceType.PrivateUse1.value
 
 
+def _check_stream(stream: Any, caller: str) -> None:
+    if not isinstance(stream, torch.Stream):
+        raise TypeError(f"{caller} expects a torch.Stream, got {type(stream).__name__}")
+    if stream.device.type != "mydev":
+        raise ValueError(f"{caller} expects a mydev stream, got a stream on {stream.device}")
+
+
 def _stream_from_id(stream_id: int, index: int) -> Stream:
     return Stream(stream_id=stream_id, device_index=index, device_type=_MYDEV_TYPE_INDEX)
 
@@ -58,7 +72,7 @@ class Event(torch.Event):
         _lazy_init()
         return super().__new__(
             cls,
-            device=torch.device("mydev", _C._current_device()),
+            device=torch.device(DEVICE_NAME, _C._current_device()),
             enable_timing=enable_timing,
             blocking=blocking,
         )
@@ -90,6 +104,7 @@ def set_stream(stream: torch.Stream) -> None:
     """Makes ``stream`` current for its device on this thread."""
     if stream is None:
         return
+    _check_stream(stream, "set_stream")
     _lazy_init()
     _C._set_stream(stream.stream_id, stream.device_index)
 

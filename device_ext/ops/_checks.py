@@ -16,10 +16,12 @@ from typing import Sequence
 
 import torch
 
+from ..device_name import DEVICE_NAME
+
 # The dtypes the kernels take; they compute in float32 whatever the input.
 FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # "meta": the fake kernels also serve meta tensors (shape inference).
-_DEVICE_TYPES = ("mydev", "cpu", "meta")
+_DEVICE_TYPES = (DEVICE_NAME, "cpu", "meta")
 
 
 def shape_str(shape: Sequence) -> str:

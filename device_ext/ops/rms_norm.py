@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from .. import _C
+from ..device_name import DEVICE_NAME
 from ._checks import check_activation, check_like, check_param_dtype, check_same_device, shape_str
 
 OP = "mydev::rms_norm"
@@ -33,7 +34,7 @@ def check_inputs(op: str, x: Tensor, weight: Tensor, eps: float) -> None:
         raise ValueError(f"{op}: eps must be >= 0, got {eps}")
 
 
-@torch.library.custom_op(OP, mutates_args=(), device_types=("mydev", "cpu"))
+@torch.library.custom_op(OP, mutates_args=(), device_types=(DEVICE_NAME, "cpu"))
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     """RMSNorm over the last dimension, in one fused kernel (see the module)."""
     check_inputs(OP, x, weight, eps)
@@ -46,7 +47,7 @@ def _(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     return x.new_empty(x.shape)
 
 
-@torch.library.custom_op(BACKWARD_OP, mutates_args=(), device_types=("mydev", "cpu"))
+@torch.library.custom_op(BACKWARD_OP, mutates_args=(), device_types=(DEVICE_NAME, "cpu"))
 def rms_norm_backward(grad_out: Tensor, x: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     """(grad_x, grad_weight) of rms_norm, in one fused kernel."""
     check_inputs(BACKWARD_OP, x, weight, eps)

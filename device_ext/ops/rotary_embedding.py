@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from .. import _C
+from ..device_name import DEVICE_NAME
 from ._checks import check_activation, check_param_dtype, check_same_device, shape_str
 
 OP = "mydev::rotary_embedding"
@@ -54,7 +55,7 @@ def check_inputs(op: str, x_name: str, x: Tensor, cos: Tensor, sin: Tensor) -> N
                          f"{cos.dtype}, got {shape_str(sin.shape)} {sin.dtype}")
 
 
-@torch.library.custom_op(OP, mutates_args=(), device_types=("mydev", "cpu"))
+@torch.library.custom_op(OP, mutates_args=(), device_types=(DEVICE_NAME, "cpu"))
 def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """x * cos + rotate_half(x) * sin in one fused kernel (see the module)."""
     check_inputs(OP, "x", x, cos, sin)
@@ -67,7 +68,7 @@ def _(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x.new_empty(x.shape)
 
 
-@torch.library.custom_op(BACKWARD_OP, mutates_args=(), device_types=("mydev", "cpu"))
+@torch.library.custom_op(BACKWARD_OP, mutates_args=(), device_types=(DEVICE_NAME, "cpu"))
 def rotary_embedding_backward(grad_out: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """grad_x of rotary_embedding: grad * cos + rotate_half^T(grad * sin), fused."""
     check_inputs(BACKWARD_OP, "grad_out", grad_out, cos, sin)

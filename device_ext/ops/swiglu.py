@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from .. import _C
+from ..device_name import DEVICE_NAME
 from ._checks import check_activation, check_like
 
 OP = "mydev::swiglu"
@@ -23,7 +24,7 @@ def check_inputs(op: str, gate: Tensor, up: Tensor) -> None:
     check_like(op, "up", up, "gate", gate)
 
 
-@torch.library.custom_op(OP, mutates_args=(), device_types=("mydev", "cpu"))
+@torch.library.custom_op(OP, mutates_args=(), device_types=(DEVICE_NAME, "cpu"))
 def swiglu(gate: Tensor, up: Tensor) -> Tensor:
     """silu(gate) * up in one fused kernel (see the module)."""
     check_inputs(OP, gate, up)
@@ -36,7 +37,7 @@ def _(gate: Tensor, up: Tensor) -> Tensor:
     return gate.new_empty(gate.shape)
 
 
-@torch.library.custom_op(BACKWARD_OP, mutates_args=(), device_types=("mydev", "cpu"))
+@torch.library.custom_op(BACKWARD_OP, mutates_args=(), device_types=(DEVICE_NAME, "cpu"))
 def swiglu_backward(grad_out: Tensor, gate: Tensor, up: Tensor) -> tuple[Tensor, Tensor]:
     """(grad_gate, grad_up) of swiglu, in one fused kernel."""
     check_inputs(BACKWARD_OP, gate, up)

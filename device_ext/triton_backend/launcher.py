@@ -16,6 +16,7 @@ import torch
 from triton.runtime.jit import JITFunction, TensorWrapper
 
 from .. import _C
+from ..device_name import DEVICE_NAME
 from . import executor
 
 LaunchHook = Optional[Callable[[Any], None]]
@@ -36,7 +37,7 @@ def _memory_ranges(kernel: JITFunction, name: str, args: Tuple[Any, ...], device
             value = value.base
         if not isinstance(value, torch.Tensor):
             return
-        if value.device.type != "mydev":
+        if value.device.type != DEVICE_NAME:
             raise ValueError(
                 f"Triton kernel '{name}': argument '{param_name}' is a {value.device} tensor, but the "
                 f"kernel runs on mydev:{device}; pass mydev tensors (e.g. x.to('mydev:{device}'))")

@@ -3,7 +3,10 @@
 import torch
 from triton.backends.compiler import GPUTarget
 
-BACKEND_NAME = "mydev"
+from ..device_name import DEVICE_NAME
+
+# Triton names backends and targets by the device.
+BACKEND_NAME = DEVICE_NAME
 
 
 def target_of(device: int) -> GPUTarget:

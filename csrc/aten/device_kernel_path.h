@@ -1,4 +1,4 @@
-// The generic device-kernel path (see device_kernel_fallback.cpp), callable
+// The generic device-kernel path (see device_kernel_path.cpp), callable
 // directly by explicit kernels that route an op to it: ops whose composite
 // kernel is not device-generic, or that PyTorch sends to an
 // "overrideable" hook for non-CPU/CUDA devices.
@@ -13,5 +13,8 @@ namespace mydev {
 // returns there (the boxed calling convention).
 void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                  torch::jit::Stack* stack);
+
+// Raises cuda's error for a call mixing tensors of devices `a` and `b`.
+[[noreturn]] void throwDeviceMismatch(c10::Device a, c10::Device b);
 
 }  // namespace mydev

@@ -17,8 +17,10 @@
 #include <optional>
 
 #include "../core/caching_allocator.h"
+#include "../core/device.h"
+#include "beyond_cpu_dtypes.h"
 #include "cpu_fallback_policy.h"
-#include "device_kernel_fallback.h"
+#include "device_kernel_path.h"
 #include "device_randomness.h"
 #include "host_view.h"
 #include "ivalue_tensors.h"
@@ -46,12 +48,6 @@ bool acceptsHostIndices(const c10::OperatorName& name) {
 
 bool readsHostScalars(const c10::OperatorName& name) {
   return name.name.rfind("aten::_foreach_", 0) == 0;
-}
-
-[[noreturn]] void throwDeviceMismatch(c10::Device a, c10::Device b) {
-  TORCH_CHECK(false,
-              "Expected all tensors to be on the same device, but found at "
-              "least two devices, ", a, " and ", b, "!");
 }
 
 // The mydev device of the call: its mydev tensors' device or, for factory
@@ -216,9 +212,14 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
       outcome->stack.push_back(hostArgument(schema.arguments()[i], arg, draws));
     }
   }
-  launchKernel(op.operator_name().name.c_str(), [op, outcome] {
+  const std::optional<HostKernel> beyond_cpu = kernelBeyondCpuDtypes(op, device_args);
+  launchKernel(op.operator_name().name.c_str(), [op, outcome, beyond_cpu] {
     try {
-      op.callBoxed(&outcome->stack);
+      if (beyond_cpu.has_value()) {
+        (*beyond_cpu)(op, &outcome->stack);
+      } else {
+        op.callBoxed(&outcome->stack);
+      }
     } catch (...) {
       outcome->error = std::current_exception();
     }
@@ -297,6 +298,12 @@ DeviceOutputs deviceOutputsFor(const c10::FunctionSchema& schema,
 
 }  // namespace
 
+void throwDeviceMismatch(c10::Device a, c10::Device b) {
+  TORCH_CHECK(false,
+              "Expected all tensors to be on the same device, but found at "
+              "least two devices, ", a, " and ", b, "!");
+}
+
 void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  Stack* stack) {
   if (!hasDeviceKernels(op.operator_name())) {
@@ -359,10 +366,13 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   }
   std::optional<c10::OperatorHandle> out_variant;
   std::vector<c10::IValue> host_outputs;
+  // A dtype the CPU kernel lacks (and cuda has): another kernel computes
+  // the functional results, which are copied.
+  const std::optional<HostKernel> beyond_cpu = kernelBeyondCpuDtypes(op, device_args);
   if (outputs.fresh) {
     // An out= overload can't take an absent output; then the functional
     // overload runs and its results are copied.
-    if (!outputs.some_undefined) {
+    if (!outputs.some_undefined && !beyond_cpu.has_value()) {
       out_variant = outVariantOf(op);
     }
     for (const c10::IValue& out : outputs.values) {
@@ -375,9 +385,13 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const c10::OperatorHandle to_run = out_variant.value_or(op);
   const bool copy_results = outputs.fresh && !out_variant.has_value();
   launchKernel(op.operator_name().name.c_str(),
-               [to_run, copy_results, kernel_stack = std::move(kernel_stack),
+               [to_run, copy_results, beyond_cpu, kernel_stack = std::move(kernel_stack),
                 host_outputs = std::move(host_outputs)]() mutable {
-                 to_run.callBoxed(&kernel_stack);
+                 if (beyond_cpu.has_value()) {
+                   (*beyond_cpu)(to_run, &kernel_stack);
+                 } else {
+                   to_run.callBoxed(&kernel_stack);
+                 }
                  if (!copy_results) {
                    return;
                  }
@@ -402,6 +416,8 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   }
 }
 
+// Registered through the dispatcher's boxed-fallback slot, which is how one
+// kernel serves every operator; for mydev it is the main path, not a fallback.
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
 }

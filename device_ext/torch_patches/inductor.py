@@ -1,27 +1,28 @@
-"""Where torch 2.13's Inductor assumes that only "cpu" runs C++ kernels, that
-only GPU_TYPES have device guards, that a PrivateUse1 convolution keeps
-the contiguous layout, or that Triton runs only on a fixed list of devices.
-Every adjustment for mydev is here,
-applied once at registration; tests/test_compile_workarounds.py shows what
-goes wrong without each.
+"""Inductor (torch._inductor), torch 2.13: where it assumes that only "cpu"
+runs C++ kernels, that only GPU_TYPES have device guards, that a device has
+one kernel language, that Triton kernels never need their Python function
+again, and where mydev's entries go into tables that have no registration
+API. See the table in ``device_ext/torch_patches/__init__.py``;
+tests/test_compile_workarounds.py shows what goes wrong without each.
+
+Applied by ``inductor_backend`` when it registers (once a process imports
+Inductor). The mydev side of each decision is passed in, so this module
+imports nothing from ``inductor_backend``: ``kernel_language()`` answers
+"cpp" or "triton" at each compile.
 """
 
-import functools
 import importlib
 from typing import Any, Callable, Optional
 
-import torch
-import torch.utils._triton
 from torch._inductor import scheduler
+from torch._inductor.codegen import common, cpp_utils
 from torch._inductor.runtime import triton_heuristics
 
-from . import config
-
-DEVICE = "mydev"
+from ..device_name import DEVICE_NAME
 
 # Modules that hold their own reference to torch._inductor.utils.
 # get_current_backend (imported by name).
-_GET_CURRENT_BACKEND_USERS = (
+GET_CURRENT_BACKEND_USERS = (
     "torch._inductor.utils",
     "torch._inductor.codegen.common",
     "torch._inductor.scheduler",
@@ -31,6 +32,7 @@ _GET_CURRENT_BACKEND_USERS = (
 
 def _treat_mydev_as_cpp_codegen(
     is_cpu: Callable[[scheduler.BaseSchedulerNode], bool],
+    kernel_language: Callable[[], str],
 ) -> Callable[[scheduler.BaseSchedulerNode], bool]:
     # The scheduler asks node.is_cpu() in exactly three places, all meaning
     # "this node's kernel comes from the C++ code generator, which does not
@@ -42,7 +44,7 @@ def _treat_mydev_as_cpp_codegen(
     def is_cpu_or_mydev(node: scheduler.BaseSchedulerNode) -> bool:
         device = node.get_device()
         return is_cpu(node) or (
-            device is not None and device.type == DEVICE and config.kernel_language == "cpp"
+            device is not None and device.type == DEVICE_NAME and kernel_language() == "cpp"
         )
 
     is_cpu_or_mydev.__wrapped__ = is_cpu  # type: ignore[attr-defined]
@@ -57,7 +59,7 @@ def _guard_mydev_devices(
     # guard, code compiled for mydev:1 would allocate and launch relative to
     # whatever device the caller had current.
     def need_guard(device: str) -> bool:
-        return device == DEVICE or device_need_guard(device)
+        return device == DEVICE_NAME or device_need_guard(device)
 
     need_guard.__wrapped__ = device_need_guard  # type: ignore[attr-defined]
     return need_guard
@@ -65,6 +67,7 @@ def _guard_mydev_devices(
 
 def _report_mydev_kernel_language(
     get_current_backend: Callable[[Optional[str]], str],
+    kernel_language: Callable[[], str],
 ) -> Callable[[Optional[str]], str]:
     # Inductor asks which kernel language the current device uses in order to
     # pick dtype and shape propagation, masked-load handling and asserts, and
@@ -76,58 +79,12 @@ def _report_mydev_kernel_language(
             from torch._inductor.virtualized import V
 
             device_type = V.graph.get_current_device_or_throw().type
-        if device_type == DEVICE:
-            return config.kernel_language
+        if device_type == DEVICE_NAME:
+            return kernel_language()
         return get_current_backend(device_type)
 
     current_backend.__wrapped__ = get_current_backend  # type: ignore[attr-defined]
     return current_backend
-
-
-def _select_conv_backend_like_the_cpu(select_conv_backend: Callable[..., Any]) -> Callable[..., Any]:
-    # FakeTensor's convolution (what torch.compile traces with) takes the
-    # output's memory format from torch._C._select_conv_backend, which answers
-    # "Overrideable" for any PrivateUse1 tensor, and from there "contiguous".
-    # mydev runs the CPU's convolution, which produces channels-last output
-    # for channels-last input or weight (csrc/aten/cpu_output_contract.cpp
-    # says so in eager). Without this, compiled graphs with convolutions
-    # expect the other layout than the device produces (Inductor asserts).
-    # The CPU's choice only depends on sizes, strides and dtypes, so CPU
-    # stand-ins of the same layout answer for mydev tensors.
-    def select(input: torch.Tensor, weight: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if input.device.type != DEVICE:
-            return select_conv_backend(input, weight, *args, **kwargs)
-        bias = kwargs.get("bias")
-        if isinstance(bias, torch.Tensor):
-            kwargs = {**kwargs, "bias": _cpu_stand_in(bias)}
-        return select_conv_backend(_cpu_stand_in(input), _cpu_stand_in(weight), *args, **kwargs)
-
-    select.__wrapped__ = select_conv_backend  # type: ignore[attr-defined]
-    return select
-
-
-def _cpu_stand_in(tensor: torch.Tensor) -> torch.Tensor:
-    with torch._subclasses.fake_tensor.unset_fake_temporarily():
-        return torch.empty_strided(
-            tuple(int(s) for s in tensor.shape), tuple(int(s) for s in tensor.stride()),
-            dtype=tensor.dtype, device="cpu",
-        )
-
-
-def _count_mydev_as_a_triton_device(has_triton: Callable[[], bool]) -> Callable[[], bool]:
-    # Dynamo captures calls of @triton.jit kernels (directly or through
-    # torch.library.wrap_triton) only when torch.utils._triton.has_triton()
-    # is true, and that asks a fixed list of devices (cuda, xpu, mtia, cpu
-    # with the triton-cpu backend). Without this, calling a Triton kernel in
-    # a function compiled for mydev is a graph break.
-    @functools.cache
-    def has_triton_or_mydev_triton() -> bool:
-        from .kernel_languages import triton_unavailable_reason
-
-        return has_triton() or (torch.mydev.is_available() and triton_unavailable_reason() is None)
-
-    has_triton_or_mydev_triton.__wrapped__ = has_triton  # type: ignore[attr-defined]
-    return has_triton_or_mydev_triton
 
 
 def _reload_python_of_mydev_triton_kernels(make_launchers: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -140,7 +97,7 @@ def _reload_python_of_mydev_triton_kernels(make_launchers: Callable[[Any], None]
     # the parent, into the very JITFunction the compiled kernels refer to.
     def make_launchers_with_python(autotuner: Any) -> None:
         kernel = autotuner.fn
-        if autotuner.device_props.type == DEVICE and kernel.fn is None:
+        if autotuner.device_props.type == DEVICE_NAME and kernel.fn is None:
             reloaded = autotuner._reload_kernel().fn
             kernel.fn = reloaded.fn
             kernel.__globals__ = reloaded.__globals__
@@ -151,27 +108,40 @@ def _reload_python_of_mydev_triton_kernels(make_launchers: Callable[[Any], None]
     return make_launchers_with_python
 
 
-def install() -> None:
-    if not hasattr(scheduler.BaseSchedulerNode.is_cpu, "__wrapped__"):
+def _applied(function: Any) -> bool:
+    # Not hasattr(__wrapped__): torch's own decorators (functools.cache,
+    # wraps) give originals one too.
+    return getattr(function, "__module__", None) == __name__
+
+
+def set_device_codegens(codegens: common.DeviceCodegen) -> None:
+    """mydev's entry in Inductor's table of device code generators.
+    ``register_backend_for_device`` stores one fixed scheduling class per
+    device; mydev's entry (inductor_backend.kernel_languages.MydevCodegens)
+    picks it by kernel language at each compile, and there is no API to
+    register such an entry."""
+    common.device_codegens[DEVICE_NAME] = codegens
+
+
+def apply(kernel_language: Callable[[], str]) -> None:
+    """Installs every adjustment (idempotent). ``kernel_language()``: the
+    language mydev kernels are generated in for the current compile."""
+    if not _applied(scheduler.BaseSchedulerNode.is_cpu):
         scheduler.BaseSchedulerNode.is_cpu = _treat_mydev_as_cpp_codegen(
-            scheduler.BaseSchedulerNode.is_cpu
+            scheduler.BaseSchedulerNode.is_cpu, kernel_language
         )
-    if not hasattr(scheduler.device_need_guard, "__wrapped__"):
+    if not _applied(scheduler.device_need_guard):
         scheduler.device_need_guard = _guard_mydev_devices(scheduler.device_need_guard)
-    if not hasattr(torch._C._select_conv_backend, "__wrapped__"):
-        torch._C._select_conv_backend = _select_conv_backend_like_the_cpu(
-            torch._C._select_conv_backend
-        )
-    # Dynamo imports has_triton from its module each time it asks. (The
-    # original is a functools.cache, which has a __wrapped__ of its own.)
-    if torch.utils._triton.has_triton.__module__ != __name__:
-        torch.utils._triton.has_triton = _count_mydev_as_a_triton_device(torch.utils._triton.has_triton)
-    if not hasattr(triton_heuristics.CachingAutotuner._make_launchers, "__wrapped__"):
+    if not _applied(triton_heuristics.CachingAutotuner._make_launchers):
         triton_heuristics.CachingAutotuner._make_launchers = _reload_python_of_mydev_triton_kernels(
             triton_heuristics.CachingAutotuner._make_launchers
         )
-    utils = importlib.import_module(_GET_CURRENT_BACKEND_USERS[0])
-    if not hasattr(utils.get_current_backend, "__wrapped__"):
-        replacement = _report_mydev_kernel_language(utils.get_current_backend)
-        for name in _GET_CURRENT_BACKEND_USERS:
+    utils = importlib.import_module(GET_CURRENT_BACKEND_USERS[0])
+    if not _applied(utils.get_current_backend):
+        replacement = _report_mydev_kernel_language(utils.get_current_backend, kernel_language)
+        for name in GET_CURRENT_BACKEND_USERS:
             setattr(importlib.import_module(name), "get_current_backend", replacement)
+    # How the C++ wrapper names the device type in generated code (the
+    # PrivateUse1 key); cpp_wrapper=True fails without an entry, and the
+    # table has no registration function.
+    cpp_utils.DEVICE_TO_ATEN[DEVICE_NAME] = "at::kPrivateUse1"

@@ -3,7 +3,7 @@
 // CommStreamBackend describes.
 //
 // Two algorithms, chosen per collective by message size (see the
-// thresholds in myccl_backend.cpp): small messages are staged through the
+// thresholds in shm_transport_backend.cpp): small messages are staged through the
 // shared segment's slots (one synchronization per 4 MiB chunk, lowest
 // latency); large ones read the peers' device buffers directly through the
 // driver's peer-memory handles (peer_memory.h), without a staging copy.
@@ -29,61 +29,16 @@
 
 namespace mydev::distributed {
 
-class MycclBackend : public CommStreamBackend {
+class ShmTransportBackend : public CommStreamBackend {
  public:
-  MycclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+  ShmTransportBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                std::chrono::milliseconds timeout);
-  ~MycclBackend() override;
-
-  c10::intrusive_ptr<c10d::Work> broadcast(
-      std::vector<at::Tensor>& tensors,
-      const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
-  c10::intrusive_ptr<c10d::Work> allreduce(
-      std::vector<at::Tensor>& tensors,
-      const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
-  c10::intrusive_ptr<c10d::Work> allgather(
-      std::vector<std::vector<at::Tensor>>& output_tensors,
-      std::vector<at::Tensor>& input_tensors,
-      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
-  c10::intrusive_ptr<c10d::Work> _allgather_base(
-      at::Tensor& output_buffer, at::Tensor& input_buffer,
-      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
-  c10::intrusive_ptr<c10d::Work> reduce_scatter(
-      std::vector<at::Tensor>& output_tensors,
-      std::vector<std::vector<at::Tensor>>& input_tensors,
-      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
-  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
-      at::Tensor& output_tensor, at::Tensor& input_tensor,
-      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
-  c10::intrusive_ptr<c10d::Work> reduce(
-      std::vector<at::Tensor>& tensors,
-      const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override;
-  c10::intrusive_ptr<c10d::Work> gather(
-      std::vector<std::vector<at::Tensor>>& output_tensors,
-      std::vector<at::Tensor>& input_tensors,
-      const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
-  c10::intrusive_ptr<c10d::Work> scatter(
-      std::vector<at::Tensor>& output_tensors,
-      std::vector<std::vector<at::Tensor>>& input_tensors,
-      const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
-  c10::intrusive_ptr<c10d::Work> alltoall_base(
-      at::Tensor& output_buffer, at::Tensor& input_buffer,
-      std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes,
-      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
-  c10::intrusive_ptr<c10d::Work> alltoall(
-      std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors,
-      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
-  c10::intrusive_ptr<c10d::Work> barrier(
-      const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+  ~ShmTransportBackend() override;
 
   // Point to point (p2p_channel.h). Inside a coalescing group
   // (batch_isend_irecv) the operations are only recorded, and run together
   // as one kernel at endCoalescing(); the Works they return complete early,
   // the one of endCoalescing() when all of them have.
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
-                                      int tag) override;
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
-                                      int tag) override;
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
@@ -98,6 +53,25 @@ class MycclBackend : public CommStreamBackend {
   void abortPeers() override;
   void onTimeoutChanged(std::chrono::milliseconds timeout) override;
 
+  Kernel broadcastKernel(const at::Tensor& data, int root) override;
+  Kernel allreduceKernel(const at::Tensor& data, ReduceOp op) override;
+  Kernel reduceKernel(const at::Tensor& data, ReduceOp op, int root) override;
+  Kernel allgatherKernel(const char* name, const at::Tensor& input,
+                         const std::vector<at::Tensor>& outputs) override;
+  Kernel allgatherIntoTensorKernel(const at::Tensor& input, const at::Tensor& output) override;
+  Kernel reduceScatterKernel(const at::Tensor& input, const at::Tensor& output,
+                             ReduceOp op) override;
+  Kernel gatherKernel(const at::Tensor& input, const std::vector<at::Tensor>& outputs,
+                      int root) override;
+  Kernel scatterKernel(const std::vector<at::Tensor>& inputs, const at::Tensor& output,
+                       int root) override;
+  Kernel alltoallBaseKernel(const at::Tensor& input, const at::Tensor& output,
+                            const AlltoallRows& rows) override;
+  Kernel alltoallKernel(const std::vector<at::Tensor>& inputs,
+                        const std::vector<at::Tensor>& outputs) override;
+  Kernel barrierKernel() override;
+  Kernel pointToPointKernel(bool is_send, const at::Tensor& data, int peer, int tag) override;
+
  private:
   struct P2PRequest {
     bool is_send;
@@ -108,12 +82,9 @@ class MycclBackend : public CommStreamBackend {
   // What happens when the ranks cannot all map each other's memory.
   enum class PeerAccess { kUnknown, kYes, kNo };
 
-  // launch() for a collective: `body(collective)` runs on the communication
-  // stream with the group's collective number.
-  c10::intrusive_ptr<c10d::Work> launchCollective(
-      c10d::OpType type, const char* name, c10::Device device,
-      const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
-      std::function<void(uint64_t)> body);
+  // The kernel of a collective: `body(collective)` runs on the
+  // communication stream with the group's next collective number.
+  Kernel numbered(std::function<void(uint64_t)> body);
   // Executor side: sets `mine.algorithm` for a message of `bytes` (the same
   // on every rank that called the same collective); a direct collective
   // publishes `buffer` (a host view), if given, as the input its peers read.
@@ -141,8 +112,6 @@ class MycclBackend : public CommStreamBackend {
                     const std::vector<at::Tensor>& inputs,
                     const std::vector<at::Tensor>& outputs);
   void runP2P(const std::vector<P2PRequest>& requests, const char* name);
-  c10::intrusive_ptr<c10d::Work> pointToPoint(bool is_send, std::vector<at::Tensor>& tensors,
-                                              int peer, int tag);
 
   std::unique_ptr<ShmTransport> transport_;
   uint64_t next_collective_ = 1;

@@ -1,4 +1,4 @@
-#include "myccl_backend.h"
+#include "shm_transport_backend.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../aten/host_view.h"
 #include "collective_checks.h"
 #include "reduction.h"
 
@@ -89,47 +88,42 @@ std::optional<Algorithm> forcedAlgorithm() {
 
 }  // namespace
 
-// ---------------------------------------------------------------- MycclBackend
+// ---------------------------------------------------------------- ShmTransportBackend
 
-MycclBackend::MycclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+ShmTransportBackend::ShmTransportBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                            int size, std::chrono::milliseconds timeout)
     : CommStreamBackend(rank, size, timeout),
       transport_(std::make_unique<ShmTransport>(store, rank, size, timeout)),
       forced_(forcedAlgorithm()),
       peers_(size) {}
 
-MycclBackend::~MycclBackend() { drain(); }
+ShmTransportBackend::~ShmTransportBackend() { drain(); }
 
-c10::intrusive_ptr<c10d::Backend> MycclBackend::createSubgroup(
+c10::intrusive_ptr<c10d::Backend> ShmTransportBackend::createSubgroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout) {
-  return c10::make_intrusive<MycclBackend>(store, rank, size, timeout);
+  return c10::make_intrusive<ShmTransportBackend>(store, rank, size, timeout);
 }
 
-void MycclBackend::abortPeers() { transport_->abort(); }
+void ShmTransportBackend::abortPeers() { transport_->abort(); }
 
-void MycclBackend::onTimeoutChanged(std::chrono::milliseconds timeout) {
+void ShmTransportBackend::onTimeoutChanged(std::chrono::milliseconds timeout) {
   transport_->setTimeout(timeout);
 }
 
-std::map<std::string, uint64_t> MycclBackend::algorithmCounts() const {
+std::map<std::string, uint64_t> ShmTransportBackend::algorithmCounts() const {
   return {{"direct", direct_runs_.load()}, {"staged", staged_runs_.load()}};
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::launchCollective(
-    c10d::OpType type, const char* name, c10::Device device,
-    const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
-    std::function<void(uint64_t)> body) {
-  // Every rank numbers its collectives alike, so nothing that can fail on
-  // one rank only may come between taking the number and launching.
-  checkLaunchable(name, device);
+CommStreamBackend::Kernel ShmTransportBackend::numbered(std::function<void(uint64_t)> body) {
+  // Called right before the launch (see CommStreamBackend's transport
+  // kernels): every rank numbers its collectives alike.
   const uint64_t collective = next_collective_++;
-  return launch(type, name, device, inputs, outputs,
-                [body = std::move(body), collective] { body(collective); });
+  return [body = std::move(body), collective] { body(collective); };
 }
 
-void MycclBackend::chooseAlgorithm(Descriptor& mine, size_t bytes, size_t direct_from_bytes,
-                                   const at::Tensor* buffer) const {
+void ShmTransportBackend::chooseAlgorithm(Descriptor& mine, size_t bytes, size_t direct_from_bytes,
+                                          const at::Tensor* buffer) const {
   Algorithm algorithm = Algorithm::kStaged;
   if (peer_access_ != PeerAccess::kNo && bytes > 0) {
     algorithm = forced_ ? *forced_
@@ -141,7 +135,7 @@ void MycclBackend::chooseAlgorithm(Descriptor& mine, size_t bytes, size_t direct
   }
 }
 
-void MycclBackend::runSteps(const Descriptor& mine, const char* name,
+void ShmTransportBackend::runSteps(const Descriptor& mine, const char* name,
                             c10::function_ref<void(CollectiveSteps&)> direct,
                             c10::function_ref<void(CollectiveSteps&)> staged) {
   CollectiveSteps steps(*transport_, mine.collective, name, mine);
@@ -160,11 +154,11 @@ void MycclBackend::runSteps(const Descriptor& mine, const char* name,
   steps.finish(/*wait_for_peers=*/false);
 }
 
-void MycclBackend::count(Algorithm algorithm) {
+void ShmTransportBackend::count(Algorithm algorithm) {
   (algorithm == Algorithm::kDirect ? direct_runs_ : staged_runs_).fetch_add(1);
 }
 
-bool MycclBackend::peersReachable(CollectiveSteps& steps) {
+bool ShmTransportBackend::peersReachable(CollectiveSteps& steps) {
   if (peer_access_ == PeerAccess::kUnknown) {
     // Each rank tries to map every peer's published buffer (which keeps the
     // mapping for later collectives), then all learn what every rank found:
@@ -200,7 +194,7 @@ bool MycclBackend::peersReachable(CollectiveSteps& steps) {
   return peer_access_ == PeerAccess::kYes;
 }
 
-std::vector<char*> MycclBackend::openPeers(CollectiveSteps& steps,
+std::vector<char*> ShmTransportBackend::openPeers(CollectiveSteps& steps,
                                            PeerBuffer Descriptor::*which, char* own) {
   const int rank = transport_->rank();
   std::vector<char*> pointers(static_cast<size_t>(transport_->size()));
@@ -213,14 +207,9 @@ std::vector<char*> MycclBackend::openPeers(CollectiveSteps& steps,
 
 // ------------------------------------------------------------------ allreduce
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(std::vector<at::Tensor>& tensors,
-                                                       const c10d::AllreduceOptions& opts) {
-  const at::Tensor& tensor = onlyTensor(tensors, "allreduce");
-  checkReduceOp(opts.reduceOp, tensor.scalar_type(), "allreduce");
-  const at::Tensor view = hostView(tensor).view(-1);
-  const auto op = opts.reduceOp.op_;
-  return launchCollective(
-      c10d::OpType::ALLREDUCE, "allreduce", tensor.device(), tensors, tensors,
+CommStreamBackend::Kernel ShmTransportBackend::allreduceKernel(const at::Tensor& view,
+                                                               ReduceOp op) {
+  return numbered(
       [this, view, op](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const int size = transport.size();
@@ -280,13 +269,9 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(std::vector<at::Tensor>& 
 
 // ------------------------------------------------------------------ broadcast
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::broadcast(std::vector<at::Tensor>& tensors,
-                                                       const c10d::BroadcastOptions& opts) {
-  const at::Tensor& tensor = onlyTensor(tensors, "broadcast");
-  const int root = checkRoot(opts.rootRank, size_, "broadcast");
-  const at::Tensor view = hostView(tensor).view(-1);
-  return launchCollective(
-      c10d::OpType::BROADCAST, "broadcast", tensor.device(), tensors, tensors,
+CommStreamBackend::Kernel ShmTransportBackend::broadcastKernel(const at::Tensor& view,
+                                                               int root) {
+  return numbered(
       [this, view, root](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const bool is_root = transport.rank() == root;
@@ -328,7 +313,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::broadcast(std::vector<at::Tensor>& 
 
 // ------------------------------------------------------------------ allgather
 
-void MycclBackend::allgatherBody(uint64_t collective, const char* name,
+void ShmTransportBackend::allgatherBody(uint64_t collective, const char* name,
                                  const at::Tensor& input,
                                  const std::vector<at::Tensor>& outputs) {
   ShmTransport& transport = *transport_;
@@ -370,67 +355,29 @@ void MycclBackend::allgatherBody(uint64_t collective, const char* name,
       });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::allgather(
-    std::vector<std::vector<at::Tensor>>& output_tensors,
-    std::vector<at::Tensor>& input_tensors, const c10d::AllgatherOptions& /*opts*/) {
-  const std::vector<at::Tensor> views =
-      listFormViews(input_tensors, output_tensors, size_, "allgather", "output");
-  const at::Tensor& input = input_tensors[0];
-  const at::Tensor in = hostView(input).view(-1);
-  return launchCollective(c10d::OpType::ALLGATHER, "allgather", input.device(),
-                          input_tensors, output_tensors[0],
-                          [this, in, views](uint64_t collective) {
-                            allgatherBody(collective, "allgather", in, views);
-                          });
+CommStreamBackend::Kernel ShmTransportBackend::allgatherKernel(
+    const char* name, const at::Tensor& in, const std::vector<at::Tensor>& views) {
+  return numbered([this, name, in, views](uint64_t collective) {
+    allgatherBody(collective, name, in, views);
+  });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::_allgather_base(
-    at::Tensor& output_buffer, at::Tensor& input_buffer,
-    const c10d::AllgatherOptions& /*opts*/) {
-  checkRankPieces(input_buffer, output_buffer, size_, "_allgather_base", "output");
-  const at::Tensor flat = hostView(output_buffer).view(-1);
+CommStreamBackend::Kernel ShmTransportBackend::allgatherIntoTensorKernel(const at::Tensor& in,
+                                                                         const at::Tensor& out) {
   std::vector<at::Tensor> views;
   for (int r = 0; r < size_; ++r) {
-    views.push_back(flat.narrow(0, r * input_buffer.numel(), input_buffer.numel()));
+    views.push_back(out.narrow(0, r * in.numel(), in.numel()));
   }
-  const at::Tensor in = hostView(input_buffer).view(-1);
-  return launchCollective(c10d::OpType::_ALLGATHER_BASE, "_allgather_base",
-                          input_buffer.device(), {input_buffer}, {output_buffer},
-                          [this, in, views](uint64_t collective) {
-                            allgatherBody(collective, "_allgather_base", in, views);
-                          });
+  return allgatherKernel("_allgather_base", in, views);
 }
 
 // ------------------------------------------------------------- reduce_scatter
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::reduce_scatter(
-    std::vector<at::Tensor>& output_tensors,
-    std::vector<std::vector<at::Tensor>>& input_tensors,
-    const c10d::ReduceScatterOptions& opts) {
-  listFormViews(output_tensors, input_tensors, size_, "reduce_scatter", "input");
-  std::vector<at::Tensor> flat_inputs;
-  for (const at::Tensor& in : input_tensors[0]) {
-    flat_inputs.push_back(in.view(-1));
-  }
-  // One copy on the caller's stream (ordered before the collective by the
-  // event launch() records), then the single-tensor path; recordStream in
-  // launch() keeps the staging buffer until the collective is done.
-  at::Tensor staged = at::cat(flat_inputs);
-  at::Tensor out = output_tensors[0];
-  return _reduce_scatter_base(out, staged, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> MycclBackend::_reduce_scatter_base(
-    at::Tensor& output_tensor, at::Tensor& input_tensor,
-    const c10d::ReduceScatterOptions& opts) {
-  checkRankPieces(input_tensor, output_tensor, size_, "_reduce_scatter_base", "input");
-  checkReduceOp(opts.reduceOp, input_tensor.scalar_type(), "_reduce_scatter_base");
-  const at::Tensor in = hostView(input_tensor).view(-1);
-  const at::Tensor out = hostView(output_tensor).view(-1);
-  const auto op = opts.reduceOp.op_;
-  return launchCollective(
-      c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", input_tensor.device(),
-      {input_tensor}, {output_tensor}, [this, in, out, op](uint64_t collective) {
+CommStreamBackend::Kernel ShmTransportBackend::reduceScatterKernel(const at::Tensor& in,
+                                                                   const at::Tensor& out,
+                                                                   ReduceOp op) {
+  return numbered(
+      [this, in, out, op](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const int size = transport.size();
         const int rank = transport.rank();
@@ -480,15 +427,9 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::_reduce_scatter_base(
 
 // --------------------------------------------------------------------- reduce
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::reduce(std::vector<at::Tensor>& tensors,
-                                                    const c10d::ReduceOptions& opts) {
-  const at::Tensor& tensor = onlyTensor(tensors, "reduce");
-  checkReduceOp(opts.reduceOp, tensor.scalar_type(), "reduce");
-  const int root = checkRoot(opts.rootRank, size_, "reduce");
-  const at::Tensor view = hostView(tensor).view(-1);
-  const auto op = opts.reduceOp.op_;
-  return launchCollective(
-      c10d::OpType::REDUCE, "reduce", tensor.device(), tensors, tensors,
+CommStreamBackend::Kernel ShmTransportBackend::reduceKernel(const at::Tensor& view, ReduceOp op,
+                                                            int root) {
+  return numbered(
       [this, view, op, root](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const int64_t elem = view.element_size();
@@ -522,17 +463,11 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::reduce(std::vector<at::Tensor>& ten
 
 // ------------------------------------------------------------ gather, scatter
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::gather(
-    std::vector<std::vector<at::Tensor>>& output_tensors,
-    std::vector<at::Tensor>& input_tensors, const c10d::GatherOptions& opts) {
-  const at::Tensor& input = onlyTensor(input_tensors, "gather", "input");
-  const int root = checkRoot(opts.rootRank, size_, "gather");
-  const RootedList outputs =
-      rootedList(output_tensors, input, rank_ == root, size_, "gather", "output");
-  const at::Tensor in = hostView(input).view(-1);
-  return launchCollective(
-      c10d::OpType::GATHER, "gather", input.device(), input_tensors, outputs.tensors,
-      [this, in, views = outputs.views, root](uint64_t collective) {
+CommStreamBackend::Kernel ShmTransportBackend::gatherKernel(const at::Tensor& in,
+                                                            const std::vector<at::Tensor>& views,
+                                                            int root) {
+  return numbered(
+      [this, in, views, root](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const int64_t elem = in.element_size();
         const int64_t numel = in.numel();
@@ -561,17 +496,10 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::gather(
       });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::scatter(
-    std::vector<at::Tensor>& output_tensors,
-    std::vector<std::vector<at::Tensor>>& input_tensors, const c10d::ScatterOptions& opts) {
-  const at::Tensor& output = onlyTensor(output_tensors, "scatter", "output");
-  const int root = checkRoot(opts.rootRank, size_, "scatter");
-  const RootedList inputs =
-      rootedList(input_tensors, output, rank_ == root, size_, "scatter", "input");
-  const at::Tensor out = hostView(output).view(-1);
-  return launchCollective(
-      c10d::OpType::SCATTER, "scatter", output.device(), inputs.tensors, output_tensors,
-      [this, out, views = inputs.views, root](uint64_t collective) {
+CommStreamBackend::Kernel ShmTransportBackend::scatterKernel(const std::vector<at::Tensor>& views,
+                                                             const at::Tensor& out, int root) {
+  return numbered(
+      [this, out, views, root](uint64_t collective) {
         ShmTransport& transport = *transport_;
         const int size = transport.size();
         const int rank = transport.rank();
@@ -602,7 +530,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::scatter(
 
 // ----------------------------------------------------------------- all_to_all
 
-void MycclBackend::alltoallBody(uint64_t collective, const char* name, int32_t dtype,
+void ShmTransportBackend::alltoallBody(uint64_t collective, const char* name, int32_t dtype,
                                 const std::vector<at::Tensor>& inputs,
                                 const std::vector<at::Tensor>& outputs) {
   ShmTransport& transport = *transport_;
@@ -689,9 +617,9 @@ void MycclBackend::alltoallBody(uint64_t collective, const char* name, int32_t d
 
 namespace {
 
-// Flat host views of the per-rank pieces of `t` (rows of dim 0).
+// Flat views of the per-rank pieces of the host view `t` (rows of dim 0).
 std::vector<at::Tensor> splitViews(const at::Tensor& t, const std::vector<int64_t>& rows) {
-  const at::Tensor flat = hostView(t).view(-1);
+  const at::Tensor flat = t.view(-1);
   const int64_t row_numel = t.size(0) == 0 ? 0 : t.numel() / t.size(0);
   std::vector<at::Tensor> views;
   int64_t offset = 0;
@@ -704,40 +632,24 @@ std::vector<at::Tensor> splitViews(const at::Tensor& t, const std::vector<int64_
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall_base(
-    at::Tensor& output_buffer, at::Tensor& input_buffer,
-    std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes,
-    const c10d::AllToAllOptions& /*opts*/) {
-  const AlltoallRows rows =
-      alltoallRows(input_buffer, output_buffer, input_split_sizes, output_split_sizes, size_);
-  const std::vector<at::Tensor> inputs = splitViews(input_buffer, rows.input);
-  const std::vector<at::Tensor> outputs = splitViews(output_buffer, rows.output);
-  const auto dtype = static_cast<int32_t>(input_buffer.scalar_type());
-  return launchCollective(c10d::OpType::ALLTOALL_BASE, "all_to_all", input_buffer.device(),
-                          {input_buffer}, {output_buffer},
-                          [this, dtype, inputs, outputs](uint64_t collective) {
-                            alltoallBody(collective, "all_to_all", dtype, inputs, outputs);
-                          });
+CommStreamBackend::Kernel ShmTransportBackend::alltoallBaseKernel(const at::Tensor& in,
+                                                                  const at::Tensor& out,
+                                                                  const AlltoallRows& rows) {
+  return alltoallKernel(splitViews(in, rows.input), splitViews(out, rows.output));
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall(std::vector<at::Tensor>& output_tensors,
-                                                      std::vector<at::Tensor>& input_tensors,
-                                                      const c10d::AllToAllOptions& /*opts*/) {
-  AlltoallViews views = alltoallViews(input_tensors, output_tensors, size_);
-  const auto dtype = static_cast<int32_t>(input_tensors[0].scalar_type());
-  return launchCollective(c10d::OpType::ALLTOALL, "all_to_all", input_tensors[0].device(),
-                          input_tensors, output_tensors,
-                          [this, dtype, views = std::move(views)](uint64_t collective) {
-                            alltoallBody(collective, "all_to_all", dtype, views.inputs,
-                                         views.outputs);
-                          });
+CommStreamBackend::Kernel ShmTransportBackend::alltoallKernel(
+    const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+  const auto dtype = static_cast<int32_t>(inputs[0].scalar_type());
+  return numbered([this, dtype, inputs, outputs](uint64_t collective) {
+    alltoallBody(collective, "all_to_all", dtype, inputs, outputs);
+  });
 }
 
 // -------------------------------------------------------------------- barrier
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::barrier(const c10d::BarrierOptions& opts) {
-  return launchCollective(c10d::OpType::BARRIER, "barrier", defaultDevice(opts.device), {}, {},
-                          [this](uint64_t collective) {
+CommStreamBackend::Kernel ShmTransportBackend::barrierKernel() {
+  return numbered([this](uint64_t collective) {
                             const Descriptor mine = describe(
                                 collective, c10d::OpType::BARRIER, at::kByte, 0);
                             CollectiveSteps steps(*transport_, collective, "barrier", mine);
@@ -748,7 +660,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::barrier(const c10d::BarrierOptions&
 
 // ------------------------------------------------------------- point to point
 
-void MycclBackend::runP2P(const std::vector<P2PRequest>& requests, const char* name) {
+void ShmTransportBackend::runP2P(const std::vector<P2PRequest>& requests, const char* name) {
   ShmTransport& transport = *transport_;
   const int rank = transport.rank();
   std::vector<P2POperation> operations;
@@ -798,39 +710,24 @@ void MycclBackend::runP2P(const std::vector<P2PRequest>& requests, const char* n
       });
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::pointToPoint(bool is_send,
-                                                          std::vector<at::Tensor>& tensors,
-                                                          int peer, int tag) {
-  const char* name = is_send ? "send" : "recv";
-  const at::Tensor& tensor = pointToPointTensor(tensors, peer, rank_, size_, name);
-  const P2PRequest request{is_send, hostView(tensor).view(-1), peer, tag};
-  const auto type = is_send ? c10d::OpType::SEND : c10d::OpType::RECV;
-  const std::vector<at::Tensor> inputs = is_send ? tensors : std::vector<at::Tensor>{};
-  const std::vector<at::Tensor> outputs = is_send ? std::vector<at::Tensor>{} : tensors;
+CommStreamBackend::Kernel ShmTransportBackend::pointToPointKernel(bool is_send,
+                                                                  const at::Tensor& view,
+                                                                  int peer, int tag) {
+  const P2PRequest request{is_send, view, peer, tag};
   if (p2p_batch_) {
     p2p_batch_->push_back(request);
-    return launch(type, name, tensor.device(), inputs, outputs, [] {});
+    return [] {};
   }
-  return launch(type, name, tensor.device(), inputs, outputs,
-                [this, request, name] { runP2P({request}, name); });
+  const char* name = is_send ? "send" : "recv";
+  return [this, request, name] { runP2P({request}, name); };
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::send(std::vector<at::Tensor>& tensors,
-                                                  int dstRank, int tag) {
-  return pointToPoint(true, tensors, dstRank, tag);
-}
-
-c10::intrusive_ptr<c10d::Work> MycclBackend::recv(std::vector<at::Tensor>& tensors,
-                                                  int srcRank, int tag) {
-  return pointToPoint(false, tensors, srcRank, tag);
-}
-
-void MycclBackend::startCoalescing() {
+void ShmTransportBackend::startCoalescing() {
   CommStreamBackend::startCoalescing();
   p2p_batch_.emplace();
 }
 
-c10::intrusive_ptr<c10d::Work> MycclBackend::endCoalescing() {
+c10::intrusive_ptr<c10d::Work> ShmTransportBackend::endCoalescing() {
   if (p2p_batch_ && !p2p_batch_->empty()) {
     std::vector<P2PRequest> batch = std::move(*p2p_batch_);
     // Launched while the base still coalesces: its Work is the last one,

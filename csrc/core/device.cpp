@@ -1,0 +1,37 @@
+#include "device.h"
+
+#include <c10/util/Exception.h>
+
+#include "../runtime/mydev_runtime.h"
+#include "runtime_check.h"
+
+namespace mydev {
+
+c10::DeviceIndex currentDevice() {
+  int device = 0;
+  MYDEV_CHECK(mydevGetDevice(&device));
+  return static_cast<c10::DeviceIndex>(device);
+}
+
+c10::DeviceIndex deviceCount() noexcept {
+  int count = 0;
+  // Must not throw (c10 contract): a broken configuration means no devices,
+  // said once, as cuda warns when its driver is unusable; code choosing
+  // "mydev if available else cpu" must not fall back to the CPU silently.
+  if (mydevGetDeviceCount(&count) != mydevSuccess) {
+    TORCH_WARN_ONCE(kDeviceName, " initialization: ", mydevGetLastErrorMessage(), ". ", kDeviceName,
+                    " is unavailable (torch.", kDeviceName, ".is_available() is False).");
+    return 0;
+  }
+  return static_cast<c10::DeviceIndex>(count);
+}
+
+void checkDeviceIndex(c10::DeviceIndex device) {
+  int count = 0;
+  MYDEV_CHECK(mydevGetDeviceCount(&count));
+  TORCH_CHECK(device >= 0 && device < count, "Invalid device index ", kDeviceName, ":",
+              static_cast<int>(device), ": there are ", count, " ", kDeviceName,
+              " devices (set MYDEV_DEVICE_COUNT to change that)");
+}
+
+}  // namespace mydev
