@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "../aten/host_view.h"
 #include "collective_checks.h"
 #include "reduction.h"
 
