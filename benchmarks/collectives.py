@@ -243,7 +243,7 @@ def _worker(rank: int, world: int, budget: CollectiveBudget) -> None:
                     sync()
                     sides.append((fn, sync))
 
-                def repetition(i: int, calls: int) -> float:
+                def repetition(i: int, calls: int, sides=sides) -> float:
                     fn, sync = sides[i]
                     barrier()
                     start = time.perf_counter()

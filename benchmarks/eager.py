@@ -8,8 +8,11 @@ eager-mode performance issue sets for it:
   repetition; target: mydev at most 3x the CPU time;
 * large ops: a 16M-element add (allocating, and into ``out=``), a
   16M-element sum, softmax over a
-  [4096, 4096] tensor, a 1024x1024 mm and a conv2d (N=8, C=64, 56x56, 3x3);
-  target: at most 1.1x the CPU time;
+  [4096, 4096] tensor and a 1024x1024 mm; target: at most 1.1x the CPU time;
+* convolutions on [8, C, 56, 56]: conv2d 3x3 64->64 (contiguous and
+  channels-last), 1x1 64->256, 3x3 depthwise, 3x3 stride 2, conv_transpose2d
+  2x2 stride 2, and the backward of the 3x3 conv (input, weight and bias
+  gradients); target: at most 1.1x the CPU time;
 * a TransformerEncoderLayer (d_model=512, nhead=8, seq=128, batch=8):
   forward + backward, and a full training step with AdamW; target: at most
   1.2x the CPU time.
@@ -149,11 +152,57 @@ def make_mm(device: str) -> Op:
     return lambda: a @ b
 
 
-def make_conv2d(device: str) -> Op:
+def _conv_inputs(device: str, weight: Sequence[int], channels_last: bool = False,
+                 transposed: bool = False) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A [8, 64, 56, 56] input, `weight` and a bias, optionally
+    channels-last."""
     x = _seeded((8, 64, 56, 56), device)
-    w = _seeded((64, 64, 3, 3), device) * 0.05
-    bias = _seeded((64,), device)
+    w = _seeded(weight, device) * 0.05
+    bias = _seeded((weight[1] if transposed else weight[0],), device)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+        w = w.contiguous(memory_format=torch.channels_last)
+    return x, w, bias
+
+
+def make_conv2d(device: str) -> Op:
+    x, w, bias = _conv_inputs(device, (64, 64, 3, 3))
     return lambda: F.conv2d(x, w, bias, padding=1)
+
+
+def make_conv2d_channels_last(device: str) -> Op:
+    x, w, bias = _conv_inputs(device, (64, 64, 3, 3), channels_last=True)
+    return lambda: F.conv2d(x, w, bias, padding=1)
+
+
+def make_conv2d_1x1(device: str) -> Op:
+    x, w, bias = _conv_inputs(device, (256, 64, 1, 1))
+    return lambda: F.conv2d(x, w, bias)
+
+
+def make_conv2d_depthwise(device: str) -> Op:
+    x, w, bias = _conv_inputs(device, (64, 1, 3, 3))
+    return lambda: F.conv2d(x, w, bias, padding=1, groups=64)
+
+
+def make_conv2d_strided(device: str) -> Op:
+    x, w, bias = _conv_inputs(device, (128, 64, 3, 3))
+    return lambda: F.conv2d(x, w, bias, stride=2, padding=1)
+
+
+def make_conv_transpose2d(device: str) -> Op:
+    x, w, bias = _conv_inputs(device, (64, 32, 2, 2), transposed=True)
+    return lambda: F.conv_transpose2d(x, w, bias, stride=2)
+
+
+def make_conv2d_backward(device: str) -> Op:
+    x, w, bias = _conv_inputs(device, (64, 64, 3, 3))
+    x.requires_grad_()
+    w.requires_grad_()
+    bias.requires_grad_()
+    out = F.conv2d(x, w, bias, padding=1)
+    grad = torch.ones_like(out)
+    return lambda: torch.autograd.grad(out, (x, w, bias), grad, retain_graph=True)
 
 
 D_MODEL, NHEAD, SEQ, BATCH = 512, 8, 128, 8
@@ -209,8 +258,20 @@ WORKLOADS: Tuple[Workload, ...] = (
     Workload("large", "sum", "[16M] f32", 1.1, make_sum, work=(64 * 2 ** 20, "GB/s")),
     Workload("large", "softmax(dim=-1)", "[4096, 4096] f32", 1.1, make_softmax, work=(2 * 64 * 2 ** 20, "GB/s")),
     Workload("large", "mm", "[1024, 1024] @ [1024, 1024] f32", 1.1, make_mm, work=(2 * 1024 ** 3, "GFLOP/s")),
-    Workload("large", "conv2d 3x3, pad 1, 64->64", "[8, 64, 56, 56] f32", 1.1, make_conv2d,
+    Workload("convolution", "conv2d 3x3, pad 1, 64->64", "[8, 64, 56, 56] f32", 1.1, make_conv2d,
              work=(2 * 8 * 64 * 64 * 9 * 56 * 56, "GFLOP/s")),
+    Workload("convolution", "conv2d 3x3, pad 1, 64->64, channels-last", "[8, 64, 56, 56] f32", 1.1,
+             make_conv2d_channels_last, work=(2 * 8 * 64 * 64 * 9 * 56 * 56, "GFLOP/s")),
+    Workload("convolution", "conv2d 1x1, 64->256", "[8, 64, 56, 56] f32", 1.1, make_conv2d_1x1,
+             work=(2 * 8 * 64 * 256 * 56 * 56, "GFLOP/s")),
+    Workload("convolution", "conv2d 3x3 depthwise (groups 64)", "[8, 64, 56, 56] f32", 1.1,
+             make_conv2d_depthwise, work=(2 * 8 * 64 * 9 * 56 * 56, "GFLOP/s")),
+    Workload("convolution", "conv2d 3x3, stride 2, 64->128", "[8, 64, 56, 56] f32", 1.1,
+             make_conv2d_strided, work=(2 * 8 * 64 * 128 * 9 * 28 * 28, "GFLOP/s")),
+    Workload("convolution", "conv_transpose2d 2x2, stride 2, 64->32", "[8, 64, 56, 56] f32", 1.1,
+             make_conv_transpose2d, work=(2 * 8 * 64 * 32 * 4 * 56 * 56, "GFLOP/s")),
+    Workload("convolution", "conv2d 3x3 backward (input, weight, bias)", "[8, 64, 56, 56] f32", 1.1,
+             make_conv2d_backward, work=(2 * 2 * 8 * 64 * 64 * 9 * 56 * 56, "GFLOP/s")),
     Workload("transformer", "TransformerEncoderLayer fwd + bwd", "d512 h8 s128 b8", 1.2, make_transformer_fwd_bwd,
              work=(3 * _layer_flops(), "GFLOP/s"), note="mse loss, dropout 0.1"),
     Workload("transformer", "training step, AdamW", "d512 h8 s128 b8", 1.2, make_transformer_train_step,
@@ -262,6 +323,7 @@ def measure(workload: Workload, budget: EagerBudget) -> Row:
 SECTION_TITLES = {
     "overhead": "Per-op overhead, us per call (lower is better). Target: mydev/CPU <= 3.",
     "large": "Large ops, ms per call (lower is better). Target: mydev/CPU <= 1.1.",
+    "convolution": "Convolutions, ms per call (lower is better). Target: mydev/CPU <= 1.1.",
     "transformer": "Transformer layer, ms per call (lower is better). Target: mydev/CPU <= 1.2.",
 }
 HEADERS = ("what", "shape", *FIGURE_HEADERS, "target", "verdict", "note")

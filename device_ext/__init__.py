@@ -40,6 +40,10 @@ from .torch_patches import autograd_exit  # noqa: E402
 
 autograd_exit.apply()
 
+from . import _kernel_failures_at_exit  # noqa: E402
+
+_kernel_failures_at_exit.install()
+
 from . import distributed, import_hooks  # noqa: E402
 
 # The myccl c10d backend, once torch.distributed's c10d module exists.

@@ -18,7 +18,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from . import _C
-from ._registration import DEVICE_NAME
+from .device_name import DEVICE_NAME
 
 # Two int64 per shared storage: consumer references, last ready share.
 _PAIR_BYTES = 16
@@ -99,7 +99,7 @@ def reduce_mydev_tensor(tensor: torch.Tensor) -> Tuple[Any, tuple]:
     shared = None
     if storage.nbytes() > 0:
         with _counters.lock:
-            (device, handle, offset_bytes, size_bytes, pair, took_pair, sequence) = (
+            (_, handle, offset_bytes, size_bytes, pair, took_pair, sequence) = (
                 _C._ipc_share_storage(tensor, _counters.unused_pair())
             )
             if took_pair:

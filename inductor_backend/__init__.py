@@ -31,7 +31,6 @@ def register() -> None:
     with _lock:
         if _registered:
             return
-        import torch
         from torch._inductor.codegen import common
         from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 

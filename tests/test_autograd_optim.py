@@ -443,7 +443,7 @@ def _run_optimizer(cls, kwargs, device, steps=3, matrices_only=False):
     params = _make_params(device, matrices_only)
     opt = cls(params, **kwargs)
     for step in range(steps):
-        def closure():
+        def closure(step=step):
             opt.zero_grad()
             loss = sum(((p * (step + 1)).sin() ** 2).sum() + 0.1 * (p ** 2).sum() for p in params)
             loss.backward()

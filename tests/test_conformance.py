@@ -158,7 +158,8 @@ def check_fake(fake_ops: Dict[str, object], name: str) -> TaskResult:
 
 def test_cli_small_subset_writes_json_and_markdown(tmp_path: Path) -> None:
     json_path, markdown_path = tmp_path / "report.json", tmp_path / "report.md"
-    run = run_cli("--ops", "^(add|mul|sum|mm|softmax)$", "--json", str(json_path), "--markdown", str(markdown_path))
+    # Strided inputs only: the sparse section has its own test.
+    run = run_cli("--ops", "^(add|mul|sum|mm|softmax)$", "--layouts", "strided", "--json", str(json_path), "--markdown", str(markdown_path))
     assert run.returncode == 0, run.stderr
     assert "op pass rate at float32" in run.stdout
 

@@ -1194,3 +1194,27 @@ def _raise_same(fn, x_ref, *args):
 )
 def test_op_errors_match_cpu(name, fn, args):
     _raise_same(fn, sample((4, 4), seed=25), *args)
+
+
+def test_outputs_keep_the_cpu_layout_where_meta_kernels_disagree():
+    """Output metadata follows the CPU kernel (csrc/aten/cpu_output_contract.cpp):
+    pointwise ops through an empty out= keep a transposed input's layout,
+    eigenvectors and least-squares solutions are column-major, FFTs take
+    the CPU library's layout, a 1-D multilabel margin loss without
+    reduction is 0-dim. Inputs are made on the device."""
+    g = torch.Generator(device="mydev").manual_seed(0)
+    x = torch.randn(5, 5, device="mydev", generator=g)
+    cases = {
+        "abs of a transposed tensor": lambda t: t.t().abs(),
+        "neg of a transposed tensor": lambda t: torch.neg(t.t()),
+        "eigenvectors": lambda t: torch.linalg.eig(t)[1],
+        "lstsq solution": lambda t: torch.linalg.lstsq(t[:2], t[2:4]).solution,
+        "rfft2": lambda t: torch.fft.rfft2(t.reshape(1, 5, 5), dim=(-3, -2, -1)),
+        "multilabel margin loss": lambda t: torch.nn.functional.multilabel_margin_loss(
+            t[0], torch.tensor([3, 0, -1, 1, 2], device=t.device), reduction="none"),
+        "nonzero_static": lambda t: torch.nonzero_static(t > 0, size=3),
+    }
+    for name, fn in cases.items():
+        got, expected = fn(x), fn(x.cpu())
+        assert (got.shape, got.stride(), got.dtype) == (expected.shape, expected.stride(), expected.dtype), name
+        torch.testing.assert_close(got.cpu(), expected, msg=name)

@@ -151,7 +151,7 @@ def test_values_and_gradients_match_the_reference(case, dtype, device):
         grad = args[i].grad
         assert grad.dtype == inputs[i].dtype and grad.device == torch.device(device), case
         torch.testing.assert_close(grad.cpu(), expected_grad.to(grad.dtype), rtol=rtol, atol=atol,
-                                   msg=lambda m: f"gradient of input {i}: {m}")
+                                   msg=lambda m, i=i: f"gradient of input {i}: {m}")
 
 
 @pytest.mark.parametrize("case", list(CASES))

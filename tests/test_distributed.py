@@ -635,8 +635,8 @@ def _worker_mismatch(rank: int, world_size: int) -> None:
     groups = [dist.new_group(list(range(world_size))) for _ in range(3)]
     # Sizes: 1000 vs 999 elements, small (staged) and large (direct).
     for label, numel, group in [("SIZE", 1000, None), ("BIGSIZE", 1 << 20, groups[0])]:
-        _report_error(label, lambda: dist.all_reduce(torch.ones(numel - rank, device="mydev"),
-                                                     group=group))
+        _report_error(label, lambda numel=numel, group=group: dist.all_reduce(
+            torch.ones(numel - rank, device="mydev"), group=group))
     # Different collectives.
     if rank == 0:
         _report_error("KIND", lambda: dist.all_reduce(torch.ones(8, device="mydev"),

@@ -7,7 +7,6 @@ import sys
 
 import pytest
 import torch
-
 from mydev_testing import N_DEVICES, run_python
 
 THIS_FILE = "test_memory_history.py"
@@ -32,11 +31,13 @@ def entries_at(snapshot, addr, device=0):
 
 
 def block_at(snapshot, addr):
+    """The segment and block holding `addr` (a freed block may have merged
+    with a free neighbour in front of it)."""
     for segment in snapshot["segments"]:
         for block in segment["blocks"]:
-            if block["address"] == addr:
+            if block["address"] <= addr < block["address"] + block["size"]:
                 return segment, block
-    raise AssertionError(f"no block at {addr:#x}")
+    raise AssertionError(f"no block holds {addr:#x}")
 
 
 def test_snapshot_has_cudas_layout(history):
@@ -91,7 +92,7 @@ def test_snapshot_round_trips_through_memory_viz(history, tmp_path):
 
     def memory_viz(*args):
         result = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", *args],
-                                capture_output=True, text=True, timeout=120)
+                                capture_output=True, text=True, timeout=120, check=False)
         assert result.returncode == 0, result.stderr
         return result.stdout
 
@@ -117,11 +118,13 @@ def test_free_waiting_for_another_stream_is_requested_then_completed(history):
     _, block = block_at(torch.mydev.memory._snapshot(), addr)
     assert block["state"] == "active_pending_free"
     side.synchronize()
-    torch.empty(16, device="mydev")  # the next allocation completes the free
+    z = torch.empty(16, device="mydev")  # the next allocation completes the free
     snapshot = torch.mydev.memory._snapshot()
-    seen = [e["action"] for e in entries_at(snapshot, addr)]
-    assert seen[-3:] == ["alloc", "free_requested", "free_completed"]
-    assert block_at(snapshot, addr)[1]["state"] == "inactive"
+    seen = [e["action"] for e in entries_at(snapshot, addr) if "segment" not in e["action"]]
+    # (z itself may take the freed block's place.)
+    assert seen[:3] == ["alloc", "free_requested", "free_completed"]
+    expected = "active_allocated" if z.data_ptr() == addr else "inactive"
+    assert block_at(snapshot, addr)[1]["state"] == expected
     torch.testing.assert_close(y.cpu(), torch.full((4096,), 3.0))
 
 
@@ -252,7 +255,7 @@ def test_memory_history_in_a_plain_script(tmp_path):
     assert "PyTorch mydev memory summary, device ID 0" in result.stdout
     viz = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "trace_plot",
                           str(snapshot), "-o", str(html)], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, check=False)
     assert viz.returncode == 0, viz.stderr
     with open(snapshot, "rb") as f:
         data = pickle.load(f)

@@ -505,14 +505,16 @@ def test_exit_with_queued_kernels_is_clean_and_does_not_wait_for_them() -> None:
     assert result.stderr == ""
 
 
-def test_uncaught_ctrl_c_exits_with_the_sigint_status() -> None:
+@pytest.mark.parametrize("use", ["x = torch.ones(4, device='mydev') * 2",
+                                 "(torch.ones(4, device='mydev', requires_grad=True) * 2).sum().backward()"],
+                         ids=["forward", "backward"])
+def test_uncaught_ctrl_c_exits_with_the_sigint_status(use: str) -> None:
     # Python reports an uncaught KeyboardInterrupt by dying of SIGINT; the exit
     # hook must not turn that into exit code 1.
     result = run_python(
-        """
+        f"""
         import signal, torch
-        w = torch.ones(4, device="mydev", requires_grad=True)
-        (w * 2).sum().backward()
+        {use}
         print("used", flush=True)
         signal.raise_signal(signal.SIGINT)
         print("not reached")

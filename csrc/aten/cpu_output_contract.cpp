@@ -1,14 +1,20 @@
 #include "cpu_output_contract.h"
 
 #include <ATen/core/Reduction.h>
+#include <ATen/core/stack.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/native/ConvUtils.h>
 #include <c10/core/MemoryFormat.h>
 #include <c10/util/strides.h>
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "host_view.h"
+#include "ivalue_tensors.h"
+#include "op_schema.h"
 
 namespace mydev {
 namespace {
@@ -101,6 +107,81 @@ void correctMultilabelMarginLoss(c10::ArrayRef<c10::IValue> args, OutputMetadata
   }
 }
 
+// Eigenvectors come from LAPACK column-major on the CPU (the Meta kernel
+// says row-major).
+void makeColumnMajor(TensorMeta& matrices) {
+  const size_t dim = matrices.sizes.size();
+  if (dim < 2) {
+    return;
+  }
+  // Row-major strides of the transposed shape, transposed back.
+  std::vector<int64_t> transposed = matrices.sizes;
+  std::swap(transposed[dim - 1], transposed[dim - 2]);
+  const c10::DimVector strides = c10::contiguous_strides(transposed);
+  matrices.strides.assign(strides.begin(), strides.end());
+  std::swap(matrices.strides[dim - 1], matrices.strides[dim - 2]);
+}
+
+// Ops whose CPU kernel chooses the output layout by itself (the FFT
+// library from the transform's dims and the input's strides, max_unpool
+// from the input's suggested memory format): the CPU kernel is asked, on
+// scratch CPU inputs of the same layout. Output metadata is cached per
+// signature, so this runs once per signature.
+void correctFromCpuProbe(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                         OutputMetadata& metadata) {
+  torch::jit::Stack stack;
+  for (const c10::IValue& arg : args) {
+    stack.push_back(mapTensors(arg, [](const at::Tensor& t) {
+      if (!t.defined()) {
+        return t;
+      }
+      return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU)).zero_();
+    }));
+  }
+  op.callBoxed(&stack);
+  for (size_t r = 0; r < metadata.size() && r < stack.size(); ++r) {
+    if (!stack[r].isTensor() || metadata[r].is_list) {
+      continue;
+    }
+    const at::Tensor probe = stack[r].toTensor();
+    TensorMeta& meta = metadata[r].tensors[0];
+    if (probe.defined() && probe.sizes() == c10::IntArrayRef(meta.sizes)) {
+      meta.strides = probe.strides().vec();
+    }
+  }
+}
+
+// A pointwise kernel (TensorIterator) resizes an empty out= tensor to the
+// layout of its inputs (a transposed input gives a transposed result, as
+// the functional op does); the out= Meta kernels say contiguous.
+void correctPointwiseOut(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+                         OutputMetadata& metadata) {
+  for (size_t r = 0; r < metadata.size(); ++r) {
+    const std::optional<size_t> out = aliasedArgument(schema, r);
+    if (!out.has_value() || !schema.arguments()[*out].is_out() || metadata[r].is_list ||
+        !args[*out].isTensor() || args[*out].toTensor().numel() != 0) {
+      continue;
+    }
+    TensorMeta& meta = metadata[r].tensors[0];
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (schema.arguments()[i].is_out() || !args[i].isTensor()) {
+        continue;
+      }
+      const at::Tensor& input = args[i].toTensor();
+      if (input.defined() && input.sizes() == c10::IntArrayRef(meta.sizes) &&
+          input.is_non_overlapping_and_dense()) {
+        meta.strides = input.strides().vec();
+        break;
+      }
+    }
+  }
+}
+
+bool layoutChosenByTheCpuKernel(const std::string& name) {
+  return name == "aten::_fft_r2c" || name == "aten::_fft_c2r" || name == "aten::_fft_c2c" ||
+         name == "aten::max_unpool2d" || name == "aten::max_unpool3d";
+}
+
 }  // namespace
 
 void applyCpuOutputContract(const c10::OperatorHandle& op,
@@ -124,10 +205,16 @@ void applyCpuOutputContract(const c10::OperatorHandle& op,
     TensorMeta& indices = metadata[0].tensors[0];
     const c10::DimVector strides = c10::contiguous_strides(indices.sizes);
     indices.strides.assign(strides.begin(), strides.end());
+  } else if (name == "aten::linalg_eig") {
+    makeColumnMajor(metadata[1].tensors[0]);
+  } else if (layoutChosenByTheCpuKernel(name) && !aliasedArgument(schema, 0).has_value()) {
+    correctFromCpuProbe(op, args, metadata);
   } else if (name == "aten::native_layer_norm") {
     const at::ScalarType type = statisticsType(schema, args);
     metadata[1].tensors[0].dtype = type;
     metadata[2].tensors[0].dtype = type;
+  } else if (op.hasTag(at::Tag::pointwise)) {
+    correctPointwiseOut(schema, args, metadata);
   }
 }
 

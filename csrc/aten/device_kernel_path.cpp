@@ -10,6 +10,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -183,6 +184,19 @@ at::Tensor allocateLike(const TensorMeta& meta) {
   return fresh;
 }
 
+// A host result on the device in the CPU kernel's layout (column-major
+// LAPACK results stay column-major), where `to` would make dense results
+// contiguous.
+at::Tensor toDeviceKeepingLayout(const at::Tensor& t, c10::Device device) {
+  if (!t.defined() || t.is_conj() || t.is_neg() || !t.is_non_overlapping_and_dense() ||
+      t.is_contiguous()) {
+    return t.defined() ? t.to(device) : t;
+  }
+  at::Tensor on_device = at::empty_strided(t.sizes(), t.strides(), t.options().device(device));
+  on_device.copy_(t);
+  return on_device;
+}
+
 // Data-dependent shapes and host-valued results: run the CPU kernel as a
 // kernel, wait for it, and bring tensor results back to the device. An
 // exception keeps its Python type (IndexError stays IndexError).
@@ -230,7 +244,14 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
   }
   for (const auto& [index, host_out] : host_outs) {
     const at::Tensor& device_out = device_args[index].toTensor();
+    // An out= tensor the kernel resizes takes the kernel's layout, as a
+    // CPU out= tensor would (linalg_lstsq's column-major solution).
+    const bool resized = device_out.sizes() != host_out.sizes();
     device_out.resize_(host_out.sizes());
+    if (resized && host_out.is_non_overlapping_and_dense()) {
+      device_out.unsafeGetTensorImpl()->set_sizes_and_strides(
+          host_out.sizes(), host_out.strides(), device_out.storage_offset());
+    }
     device_out.copy_(host_out);
   }
   torch::jit::drop(*stack, n_args);
@@ -241,7 +262,7 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
       continue;
     }
     stack->push_back(mapTensors(outcome->stack[r], [&](const at::Tensor& t) {
-      return t.to(device);
+      return toDeviceKeepingLayout(t, device);
     }));
   }
 }

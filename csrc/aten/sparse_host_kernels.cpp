@@ -22,10 +22,6 @@ namespace {
 
 using torch::jit::Stack;
 
-bool isCompressed(const at::Tensor& t) {
-  return at::sparse_csr::is_sparse_compressed(t.layout());
-}
-
 // The parts a sparse tensor is made of: COO indices and values, or
 // compressed indices, plain indices and values.
 std::vector<at::Tensor> partsOf(const at::Tensor& t) {

@@ -112,6 +112,7 @@ class MydevProfilerSession final : public libkineto::IActivityProfilerSession {
       : types_(std::move(types)),
         buffer_(std::make_unique<libkineto::CpuTraceBuffer>()) {
     buffer_->span.name = "mydev";
+    buffer_->span.iteration = 0;  // "mydev (0)" next to "PyTorch Profiler (0)"
   }
 
   ~MydevProfilerSession() override {
@@ -332,7 +333,12 @@ class MydevActivityProfiler final : public libkineto::IActivityProfiler {
     for (const ActivityType type : activity_types) {
       if (deviceActivityTypes().count(type) != 0) ours.insert(type);
     }
-    if (ours.empty()) return nullptr;
+    // PRIVATEUSE1_RUNTIME is among torch's CPU activity types too: a
+    // CPU-only profile must not switch device recording on.
+    const bool device_work = ours.count(ActivityType::CONCURRENT_KERNEL) ||
+                             ours.count(ActivityType::GPU_MEMCPY) ||
+                             ours.count(ActivityType::GPU_MEMSET);
+    if (!device_work) return nullptr;
     return std::make_unique<MydevProfilerSession>(std::move(ours));
   }
 

@@ -172,8 +172,9 @@ def _sparse_section(results: List[TaskResult]) -> List[str]:
     lines = [
         "## Sparse layouts",
         "",
-        "The OpInfos' sparse samples (`supports_sparse`, `supports_sparse_csr`, ...): inputs of that layout on "
-        "the device, compared with the CPU. These pairs are named `op[layout]` in the other tables.",
+        "The ops whose OpInfo supports a sparse layout (`supports_sparse`, `supports_sparse_csr`, ...), with inputs "
+        "of that layout (the OpInfo's sparse samples, or its dense samples converted) on the device, compared with "
+        "the CPU. These pairs are named `op[layout]` in the other tables.",
         "",
     ]
     if not by_layout:

@@ -84,6 +84,35 @@ def _on_cpu(samples: List[SampleInput]) -> List[FrozenSet[int]]:
     ]
 
 
+def _to_layout(tensor: torch.Tensor, layout: str) -> Optional[torch.Tensor]:
+    """`tensor` in a sparse layout, or None when the layout does not apply
+    (the compressed layouts are for matrices)."""
+    if layout == "sparse_coo":
+        return tensor.to_sparse()
+    if tensor.dim() != 2:
+        return None
+    if layout in ("sparse_bsr", "sparse_bsc"):
+        return tensor.to_sparse(layout=getattr(torch, layout), blocksize=(1, 1))
+    return tensor.to_sparse(layout=getattr(torch, layout))
+
+
+def _sparse_samples(op: OpInfo, dtype: torch.dtype, layout: str) -> List[SampleInput]:
+    """The OpInfo's samples with an input of a sparse layout: its own sparse
+    samples where it defines them; otherwise (the unary ufuncs) its dense
+    samples with the input converted, as PyTorch's sparse tests do. They
+    create no tensors by default placement."""
+    try:
+        return list(op.sample_inputs_sparse(getattr(torch, layout), "cpu", dtype, requires_grad=False))
+    except NotImplementedError:  # "no sample function specified"
+        pass
+    converted = []
+    for sample in op.sample_inputs("cpu", dtype, requires_grad=False):
+        sparse_input = _to_layout(sample.input, layout) if isinstance(sample.input, torch.Tensor) else None
+        if sparse_input is not None:
+            converted.append(SampleInput(sparse_input, args=sample.args, kwargs=sample.kwargs, name=sample.name))
+    return converted
+
+
 def select_samples(
     op: OpInfo, dtype: torch.dtype, limit: Optional[int] = None, reference: bool = False, on_device: Optional[str] = None,
     layout: str = "strided",
@@ -92,9 +121,7 @@ def select_samples(
     (as PyTorch's device tests do, ``op.sample_inputs(device, dtype)``), so
     that the device's own kernels make them, and the CPU gets copies."""
     if layout != "strided":
-        # The OpInfo's samples with inputs of a sparse layout (made from its
-        # dense samples); they create no tensors by default placement.
-        sparse = list(op.sample_inputs_sparse(getattr(torch, layout), "cpu", dtype, requires_grad=False))
+        sparse = _sparse_samples(op, dtype, layout)
         return [Sample(i, sparse[i]) for i in _spread(len(sparse), limit)]
     generate = op.reference_inputs if reference else op.sample_inputs
     if on_device is not None:

@@ -23,18 +23,14 @@ table in ``device_ext/torch_patches/__init__.py``. Applied when
 ``device_ext`` is imported.
 
 The barrier's tensors have no elements, so it allocates no device memory: it
-works with the device full. The same hook prints a kernel failure that
-happened but that no synchronizing call reported before exit, instead of
-dropping it (without waiting for queued work: exit stays quick).
+works with the device full.
 """
 
 import atexit
 import os
-import sys
 
 import torch
 
-from .. import _C
 from ..device_name import DEVICE_NAME
 
 
@@ -55,7 +51,7 @@ def _autograd_device_threads_started() -> bool:
 
 
 def _drain_device_threads() -> None:
-    if not _autograd_device_threads_started():
+    if not torch.mydev.is_initialized() or not _autograd_device_threads_started():
         return
     for index in range(torch.mydev.device_count()):
         leaf = torch.empty((0,), device=f"{DEVICE_NAME}:{index}", requires_grad=True)
@@ -65,24 +61,5 @@ def _drain_device_threads() -> None:
         )
 
 
-def _report_unreported_kernel_errors() -> None:
-    # Only failures that already happened: exit does not wait for queued work.
-    for index in range(torch.mydev.device_count()):
-        message = _C._take_pending_kernel_failure(index)
-        if message is not None:
-            print(
-                f"{DEVICE_NAME}: a kernel failure on {DEVICE_NAME}:{index} was not reported by any "
-                f"synchronizing call before exit: {message}",
-                file=sys.stderr,
-            )
-
-
-def _at_exit() -> None:
-    if not torch.mydev.is_initialized():
-        return
-    _report_unreported_kernel_errors()
-    _drain_device_threads()
-
-
 def apply() -> None:
-    atexit.register(_at_exit)
+    atexit.register(_drain_device_threads)

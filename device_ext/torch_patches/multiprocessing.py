@@ -22,8 +22,7 @@ registered PrivateUse1 reducer) for non-cuda accelerators.
 from multiprocessing.reduction import ForkingPickler
 
 import torch
-import torch.multiprocessing  # noqa: F401  (registers torch's reducers first)
-from torch.multiprocessing import reductions
+from torch.multiprocessing import reductions  # torch's reducers are registered first
 
 from .. import _storage_sharing
 
