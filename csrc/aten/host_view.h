@@ -16,4 +16,8 @@ namespace mydev {
 // gives a view whose data is an illegal address, as on silicon.
 at::Tensor hostView(const at::Tensor& device_tensor);
 
+// The device address of a host view's data, for the driver calls that take
+// device pointers (an IPC handle for a buffer a kernel works on).
+void* deviceAddressOf(const at::Tensor& host_view);
+
 }  // namespace mydev

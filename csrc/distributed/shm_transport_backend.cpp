@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "../aten/host_view.h"
 #include "collective_checks.h"
 #include "reduction.h"
 
@@ -123,7 +124,7 @@ CommStreamBackend::Kernel ShmTransportBackend::numbered(std::function<void(uint6
 }
 
 void ShmTransportBackend::chooseAlgorithm(Descriptor& mine, size_t bytes, size_t direct_from_bytes,
-                                   const void* buffer) const {
+                                          const at::Tensor* buffer) const {
   Algorithm algorithm = Algorithm::kStaged;
   if (peer_access_ != PeerAccess::kNo && bytes > 0) {
     algorithm = forced_ ? *forced_
@@ -131,7 +132,7 @@ void ShmTransportBackend::chooseAlgorithm(Descriptor& mine, size_t bytes, size_t
   }
   mine.algorithm = static_cast<int32_t>(algorithm);
   if (algorithm == Algorithm::kDirect && buffer != nullptr) {
-    mine.input = PeerMemory::publish(buffer);
+    mine.input = PeerMemory::publish(deviceAddressOf(*buffer));
   }
 }
 
@@ -219,7 +220,7 @@ CommStreamBackend::Kernel ShmTransportBackend::allreduceKernel(const at::Tensor&
         const at::ScalarType dtype = view.scalar_type();
         char* data = bytesOf(view);
         Descriptor mine = describe(collective, c10d::OpType::ALLREDUCE, dtype, numel, -1, op);
-        chooseAlgorithm(mine, static_cast<size_t>(numel * elem), kDirectAllreduceBytes, data);
+        chooseAlgorithm(mine, static_cast<size_t>(numel * elem), kDirectAllreduceBytes, &view);
         runSteps(
             mine, "allreduce",
             [&](CollectiveSteps& steps) {
@@ -280,7 +281,7 @@ CommStreamBackend::Kernel ShmTransportBackend::broadcastKernel(const at::Tensor&
         char* data = bytesOf(view);
         Descriptor mine =
             describe(collective, c10d::OpType::BROADCAST, view.scalar_type(), numel, root);
-        chooseAlgorithm(mine, static_cast<size_t>(numel * elem), kDirectCopyBytes, data);
+        chooseAlgorithm(mine, static_cast<size_t>(numel * elem), kDirectCopyBytes, &view);
         runSteps(
             mine, "broadcast",
             [&](CollectiveSteps& steps) {
@@ -324,7 +325,7 @@ void ShmTransportBackend::allgatherBody(uint64_t collective, const char* name,
   char* data = bytesOf(input);
   Descriptor mine =
       describe(collective, c10d::OpType::ALLGATHER, input.scalar_type(), numel);
-  chooseAlgorithm(mine, bytes * size, kDirectCopyBytes, data);
+  chooseAlgorithm(mine, bytes * size, kDirectCopyBytes, &input);
   runSteps(
       mine, name,
       [&](CollectiveSteps& steps) {
@@ -387,7 +388,7 @@ CommStreamBackend::Kernel ShmTransportBackend::reduceScatterKernel(const at::Ten
         Descriptor mine = describe(collective, c10d::OpType::_REDUCE_SCATTER_BASE, dtype,
                                    numel, -1, op);
         chooseAlgorithm(mine, static_cast<size_t>(numel * elem * size), kDirectAllreduceBytes,
-                        bytesOf(in));
+                        &in);
         runSteps(
             mine, "_reduce_scatter_base",
             [&](CollectiveSteps& steps) {
@@ -552,7 +553,7 @@ void ShmTransportBackend::alltoallBody(uint64_t collective, const char* name, in
     for (int r = 0; r < size; ++r) {
       const at::Tensor& part = inputs[static_cast<size_t>(r)];
       if (part.numel() > 0) {
-        mine.parts[r] = PeerMemory::publish(part.data_ptr());
+        mine.parts[r] = PeerMemory::publish(deviceAddressOf(part));
         mine.input = mine.parts[r];
       }
     }

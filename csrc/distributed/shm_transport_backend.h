@@ -87,9 +87,9 @@ class ShmTransportBackend : public CommStreamBackend {
   Kernel numbered(std::function<void(uint64_t)> body);
   // Executor side: sets `mine.algorithm` for a message of `bytes` (the same
   // on every rank that called the same collective); a direct collective
-  // publishes `buffer`, if given, as the input its peers read.
+  // publishes `buffer` (a host view), if given, as the input its peers read.
   void chooseAlgorithm(Descriptor& mine, size_t bytes, size_t direct_from_bytes,
-                       const void* buffer) const;
+                       const at::Tensor* buffer) const;
   // Executor side, what every collective does around moving its data: `mine`
   // goes out in the first step; a direct collective whose ranks can all map
   // each other's memory runs `direct`, then waits until no peer reads this
