@@ -23,7 +23,7 @@
 #include <unordered_set>
 
 #include "../core/mydev_stream.h"
-#include "device_kernel_fallback.h"
+#include "device_kernel_path.h"
 #include "ivalue_tensors.h"
 #include "sparse_host_kernels.h"
 
