@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../core/caching_allocator.h"
+#include "../core/device.h"
 #include "../core/memory_history.h"
 #include "../core/mydev_stream.h"
 
