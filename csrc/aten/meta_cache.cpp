@@ -51,7 +51,9 @@ void appendTensor(Key& key, const at::Tensor& t) {
   key.push_back(kTensor);
   key.push_back(static_cast<int64_t>(t.scalar_type()));
   key.push_back(static_cast<int64_t>(t.device().type()));
-  key.push_back((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0));
+  // A wrapped number (a Python scalar) promotes differently from a 0-dim tensor.
+  key.push_back((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0) |
+                (t.unsafeGetTensorImpl()->is_wrapped_number() ? 4 : 0));
   key.push_back(t.dim());
   for (const int64_t size : t.sizes()) key.push_back(size);
   for (const int64_t stride : t.strides()) key.push_back(stride);

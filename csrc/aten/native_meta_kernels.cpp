@@ -53,6 +53,18 @@ using Reduction = Tensor(const Tensor&, at::OptionalIntArrayRef, bool,
 using Softmax = Tensor(const Tensor&, int64_t, bool);
 using Gelu = Tensor(const Tensor&, c10::string_view);
 using PowScalar = Tensor(const Tensor&, const Scalar&);
+// out= overloads, arguments in schema order (at::meta::*_outf).
+using UnaryOut = Tensor&(const Tensor&, Tensor&);
+using BinaryOut = Tensor&(const Tensor&, const Tensor&, Tensor&);
+using BinaryAlphaOut = Tensor&(const Tensor&, const Tensor&, const Scalar&, Tensor&);
+using TernaryOut = Tensor&(const Tensor&, const Tensor&, const Tensor&, const Scalar&, Tensor&);
+using AddMmOut = Tensor&(const Tensor&, const Tensor&, const Tensor&, const Scalar&,
+                         const Scalar&, Tensor&);
+using ReductionOut = Tensor&(const Tensor&, at::OptionalIntArrayRef, bool,
+                             std::optional<at::ScalarType>, Tensor&);
+using SoftmaxOut = Tensor&(const Tensor&, int64_t, bool, Tensor&);
+using GeluOut = Tensor&(const Tensor&, c10::string_view, Tensor&);
+using PowScalarOut = Tensor&(const Tensor&, const Scalar&, Tensor&);
 using FillInPlace = Tensor&(Tensor&, const Scalar&);
 using RandomInPlace = Tensor&(Tensor&, double, double, std::optional<at::Generator>);
 
@@ -72,6 +84,9 @@ c10::KernelFunction boxed() {
 // Linear (addmm, mm), reductions, softmax, activations (and ReLU's backward)
 // and the optimizers' in-place updates.
 // Ops missing here keep working through the dispatcher's (Python) kernel.
+// On mydev the functional and in-place forms of structured ops run ATen's
+// generic structured kernel, which calls the out= overload on the device:
+// that is the call the device-kernel path sees, hence the out= entries.
 const std::unordered_map<c10::OperatorName, c10::KernelFunction>& nativeMetaKernels() {
   static const std::unordered_map<c10::OperatorName, c10::KernelFunction> kernels{
       {{"aten::fill_", "Scalar"}, boxed<FillInPlace, &at::meta::fill_>()},
@@ -109,6 +124,29 @@ const std::unordered_map<c10::OperatorName, c10::KernelFunction>& nativeMetaKern
       {{"aten::sqrt", ""}, boxed<Unary, &at::meta::sqrt>()},
       {{"aten::sqrt_", ""}, boxed<UnaryInPlace, &at::meta::sqrt_>()},
       {{"aten::rsqrt", ""}, boxed<Unary, &at::meta::rsqrt>()},
+      {{"aten::add", "out"}, boxed<BinaryAlphaOut, &at::meta::add_outf>()},
+      {{"aten::sub", "out"}, boxed<BinaryAlphaOut, &at::meta::sub_outf>()},
+      {{"aten::mul", "out"}, boxed<BinaryOut, &at::meta::mul_outf>()},
+      {{"aten::div", "out"}, boxed<BinaryOut, &at::meta::div_outf>()},
+      {{"aten::pow", "Tensor_Scalar_out"}, boxed<PowScalarOut, &at::meta::pow_outf>()},
+      {{"aten::addcmul", "out"}, boxed<TernaryOut, &at::meta::addcmul_outf>()},
+      {{"aten::lerp", "Scalar_out"}, boxed<BinaryAlphaOut, &at::meta::lerp_outf>()},
+      {{"aten::mm", "out"}, boxed<BinaryOut, &at::meta::mm_outf>()},
+      {{"aten::bmm", "out"}, boxed<BinaryOut, &at::meta::bmm_outf>()},
+      {{"aten::addmm", "out"}, boxed<AddMmOut, &at::meta::addmm_outf>()},
+      {{"aten::sum", "IntList_out"}, boxed<ReductionOut, &at::meta::sum_outf>()},
+      {{"aten::mean", "out"}, boxed<ReductionOut, &at::meta::mean_outf>()},
+      {{"aten::_softmax", "out"}, boxed<SoftmaxOut, &at::meta::_softmax_outf>()},
+      {{"aten::_log_softmax", "out"}, boxed<SoftmaxOut, &at::meta::_log_softmax_outf>()},
+      {{"aten::threshold_backward", "grad_input"}, boxed<BinaryAlphaOut, &at::meta::threshold_backward_outf>()},
+      {{"aten::silu", "out"}, boxed<UnaryOut, &at::meta::silu_outf>()},
+      {{"aten::gelu", "out"}, boxed<GeluOut, &at::meta::gelu_outf>()},
+      {{"aten::exp", "out"}, boxed<UnaryOut, &at::meta::exp_outf>()},
+      {{"aten::neg", "out"}, boxed<UnaryOut, &at::meta::neg_outf>()},
+      {{"aten::tanh", "out"}, boxed<UnaryOut, &at::meta::tanh_outf>()},
+      {{"aten::sigmoid", "out"}, boxed<UnaryOut, &at::meta::sigmoid_outf>()},
+      {{"aten::sqrt", "out"}, boxed<UnaryOut, &at::meta::sqrt_outf>()},
+      {{"aten::rsqrt", "out"}, boxed<UnaryOut, &at::meta::rsqrt_outf>()},
   };
   return kernels;
 }
