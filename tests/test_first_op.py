@@ -15,7 +15,7 @@ import torch
 from mydev_testing import assert_close_to_cpu, run_python
 
 FIRST_OPS_SCRIPT = """
-import json, sys
+import copy, json, sys
 import torch
 
 x = torch.randn(4, 8, device="mydev")
@@ -23,16 +23,22 @@ y = x * 2
 z = x + y
 s = z.sum(dim=1)
 p = torch.softmax(z, dim=-1)
-linear = torch.nn.Linear(8, 3).to("mydev")
+cpu_linear = torch.nn.Linear(8, 3)
+linear = copy.deepcopy(cpu_linear).to("mydev")
 out = torch.relu(linear(x))
+loss = torch.nn.functional.cross_entropy(out, torch.tensor([0, 1, 2, 0], device="mydev"))
+loss.backward()
 h = x.cpu()
+cpu_out = torch.relu(cpu_linear(h))
+torch.nn.functional.cross_entropy(cpu_out, torch.tensor([0, 1, 2, 0])).backward()
 print(json.dumps({
     "dynamo_imported": "torch._dynamo" in sys.modules,
     "y": (h * 2).tolist() == y.cpu().tolist(),
     "z": torch.allclose((h + h * 2), z.cpu()),
     "s": torch.allclose((h * 3).sum(dim=1), s.cpu(), atol=1e-5),
     "p": torch.allclose(torch.softmax(h * 3, dim=-1), p.cpu(), atol=1e-6),
-    "out": torch.allclose(torch.relu(linear.cpu()(h)), out.cpu(), atol=1e-5),
+    "out": torch.allclose(cpu_out, out.cpu(), atol=1e-5),
+    "grad": torch.allclose(cpu_linear.weight.grad, linear.weight.grad.cpu(), atol=1e-5),
 }))
 """
 
@@ -43,6 +49,7 @@ def test_first_ops_of_a_plain_script_import_no_dynamo():
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report == {
         "dynamo_imported": False, "y": True, "z": True, "s": True, "p": True, "out": True,
+        "grad": True,
     }
 
 

@@ -1,7 +1,9 @@
 #include "native_meta_kernels.h"
 
 #include <ATen/core/boxing/KernelFunction.h>
+#include <ATen/ops/_log_softmax_backward_data_meta_dispatch.h>
 #include <ATen/ops/_log_softmax_meta_dispatch.h>
+#include <ATen/ops/_softmax_backward_data_meta_dispatch.h>
 #include <ATen/ops/_softmax_meta_dispatch.h>
 #include <ATen/ops/add_meta_dispatch.h>
 #include <ATen/ops/addcmul_meta_dispatch.h>
@@ -13,6 +15,8 @@
 #include <ATen/ops/fill_meta_dispatch.h>
 #include <ATen/ops/gelu_meta_dispatch.h>
 #include <ATen/ops/lerp_meta_dispatch.h>
+#include <ATen/ops/nll_loss_backward_meta_dispatch.h>
+#include <ATen/ops/nll_loss_forward_meta_dispatch.h>
 #include <ATen/ops/mean_meta_dispatch.h>
 #include <ATen/ops/mm_meta_dispatch.h>
 #include <ATen/ops/mul_meta_dispatch.h>
@@ -65,6 +69,13 @@ using ReductionOut = Tensor&(const Tensor&, at::OptionalIntArrayRef, bool,
 using SoftmaxOut = Tensor&(const Tensor&, int64_t, bool, Tensor&);
 using GeluOut = Tensor&(const Tensor&, c10::string_view, Tensor&);
 using PowScalarOut = Tensor&(const Tensor&, const Scalar&, Tensor&);
+using SoftmaxBackwardOut = Tensor&(const Tensor&, const Tensor&, int64_t, at::ScalarType, Tensor&);
+using NllLossOut = std::tuple<Tensor&, Tensor&>(const Tensor&, const Tensor&,
+                                                const std::optional<Tensor>&, int64_t, int64_t,
+                                                Tensor&, Tensor&);
+using NllLossBackwardOut = Tensor&(const Tensor&, const Tensor&, const Tensor&,
+                                   const std::optional<Tensor>&, int64_t, int64_t,
+                                   const Tensor&, Tensor&);
 using FillInPlace = Tensor&(Tensor&, const Scalar&);
 using RandomInPlace = Tensor&(Tensor&, double, double, std::optional<at::Generator>);
 
@@ -81,8 +92,8 @@ c10::KernelFunction boxed() {
 }
 
 // The first ops of programs: factories' fills, elementwise arithmetic,
-// Linear (addmm, mm), reductions, softmax, activations (and ReLU's backward)
-// and the optimizers' in-place updates.
+// Linear (addmm, mm), reductions, softmax, activations, cross-entropy, the
+// backward ops of these, and the optimizers' in-place updates.
 // Ops missing here keep working through the dispatcher's (Python) kernel.
 // On mydev the functional and in-place forms of structured ops run ATen's
 // generic structured kernel, which calls the out= overload on the device:
@@ -147,6 +158,13 @@ const std::unordered_map<c10::OperatorName, c10::KernelFunction>& nativeMetaKern
       {{"aten::sigmoid", "out"}, boxed<UnaryOut, &at::meta::sigmoid_outf>()},
       {{"aten::sqrt", "out"}, boxed<UnaryOut, &at::meta::sqrt_outf>()},
       {{"aten::rsqrt", "out"}, boxed<UnaryOut, &at::meta::rsqrt_outf>()},
+      {{"aten::_softmax_backward_data", "out"},
+       boxed<SoftmaxBackwardOut, &at::meta::_softmax_backward_data_outf>()},
+      {{"aten::_log_softmax_backward_data", "out"},
+       boxed<SoftmaxBackwardOut, &at::meta::_log_softmax_backward_data_outf>()},
+      {{"aten::nll_loss_forward", "output"}, boxed<NllLossOut, &at::meta::nll_loss_forward_outf>()},
+      {{"aten::nll_loss_backward", "grad_input"},
+       boxed<NllLossBackwardOut, &at::meta::nll_loss_backward_outf>()},
   };
   return kernels;
 }
