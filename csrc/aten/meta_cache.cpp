@@ -10,6 +10,7 @@
 
 #include "cpu_output_contract.h"
 #include "ivalue_tensors.h"
+#include "native_meta_kernels.h"
 #include "op_schema.h"
 
 namespace mydev {
@@ -50,7 +51,9 @@ void appendTensor(Key& key, const at::Tensor& t) {
   key.push_back(kTensor);
   key.push_back(static_cast<int64_t>(t.scalar_type()));
   key.push_back(static_cast<int64_t>(t.device().type()));
-  key.push_back((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0));
+  // A wrapped number (a Python scalar) promotes differently from a 0-dim tensor.
+  key.push_back((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0) |
+                (t.unsafeGetTensorImpl()->is_wrapped_number() ? 4 : 0));
   key.push_back(t.dim());
   for (const int64_t size : t.sizes()) key.push_back(size);
   for (const int64_t stride : t.strides()) key.push_back(stride);
@@ -196,6 +199,11 @@ c10::IValue metaArgument(const c10::Argument& schema_arg, const c10::IValue& val
                                         t.options().device(c10::kMeta));
     meta.unsafeGetTensorImpl()->_set_conj(t.is_conj());
     meta.unsafeGetTensorImpl()->_set_neg(t.is_neg());
+    // A Python number (`x * 2`) promotes types more weakly than a 0-dim
+    // tensor does; the C++ Meta kernels read that from this flag.
+    if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      meta.unsafeGetTensorImpl()->set_wrapped_number(true);
+    }
     return meta;
   });
 }
@@ -217,7 +225,9 @@ std::shared_ptr<const OutputMetadata> runMetaKernel(const c10::OperatorHandle& o
   for (size_t i = 0; i < args.size(); ++i) {
     stack.push_back(metaArgument(schema_args[i], args[i]));
   }
-  op.callBoxed(&stack);
+  if (!runNativeMetaKernel(op, &stack)) {
+    op.callBoxed(&stack);
+  }
   auto result = std::make_shared<OutputMetadata>();
   for (const c10::IValue& value : stack) {
     ReturnMeta ret;

@@ -1,0 +1,141 @@
+"""First-op latency and import time of mydev, against the CPU in the same run.
+
+Every figure comes from a fresh interpreter (what a user's script pays once):
+
+* ``import torch``: with mydev (loaded by its ``torch.backends`` entry point)
+  against ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` (torch alone); target <= 1.10x;
+* the first op, ``x = torch.ones(256, device=d); y = x * 2`` up to the
+  result (``torch.mydev.synchronize()``), right after the import; target:
+  under 100 ms on mydev (the CPU time is the baseline of the ratio);
+* the first ``nn.Linear`` forward, after the module and its input are on the
+  device (moving them is not timed); same target.
+
+The repetitions of a mydev figure and of its CPU baseline alternate, so both
+see the same machine load; each figure is the median. Nothing here asserts
+on time.
+
+    python benchmarks/first_op.py            # quick: 5 repetitions, ~1 minute
+    python benchmarks/first_op.py --full     # 15 repetitions
+    python benchmarks/first_op.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional
+
+from harness import figure_cells, progress, render_sectioned_table
+
+# Prints {"import_s": ..., "first_op_s": ...} for DEVICE.
+IMPORT_AND_FIRST_OP = """
+import json, time
+start = time.perf_counter()
+import torch
+imported = time.perf_counter()
+sync = torch.mydev.synchronize if DEVICE == "mydev" else (lambda: None)
+start_op = time.perf_counter()
+x = torch.ones(256, device=DEVICE)
+y = x * 2
+sync()
+done = time.perf_counter()
+print(json.dumps({"import_s": imported - start, "first_op_s": done - start_op}))
+"""
+
+# Prints {"first_linear_s": ...} for DEVICE.
+FIRST_LINEAR = """
+import json, time
+import torch
+sync = torch.mydev.synchronize if DEVICE == "mydev" else (lambda: None)
+model = torch.nn.Linear(64, 64).to(DEVICE)
+x = torch.randn(8, 64).to(DEVICE)
+sync()
+start = time.perf_counter()
+y = model(x)
+sync()
+print(json.dumps({"first_linear_s": time.perf_counter() - start}))
+"""
+
+
+@dataclass
+class Row:
+    section: str
+    name: str
+    target: str
+    mydev: Optional[float] = None  # ms
+    cpu: Optional[float] = None  # ms
+    verdict: str = "ERROR"
+
+    def to_json(self) -> Dict[str, object]:
+        return asdict(self)
+
+
+def fresh_process(script: str, device: str) -> Dict[str, float]:
+    """Runs ``script`` for ``device`` in a new interpreter. The CPU side
+    runs without mydev (autoload off), as a user without it would."""
+    env = dict(os.environ)
+    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "1" if device == "mydev" else "0"
+    result = subprocess.run([sys.executable, "-c", f"DEVICE = {device!r}\n{script}"],
+                            env=env, capture_output=True, text=True, timeout=300, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def measure(reps: int) -> List[Row]:
+    samples: Dict[str, Dict[str, List[float]]] = {}
+    for rep in range(reps):
+        progress(f"repetition {rep + 1}/{reps}")
+        for device in ("mydev", "cpu"):  # alternating: both see the same load
+            figures = {**fresh_process(IMPORT_AND_FIRST_OP, device),
+                       **fresh_process(FIRST_LINEAR, device)}
+            for key, seconds in figures.items():
+                samples.setdefault(key, {}).setdefault(device, []).append(seconds * 1e3)
+
+    def median(key: str, device: str) -> float:
+        return statistics.median(samples[key][device])
+
+    import_row = Row("import", "import torch (CPU: TORCH_DEVICE_BACKEND_AUTOLOAD=0)",
+                     "mydev/CPU <= 1.10", median("import_s", "mydev"), median("import_s", "cpu"))
+    import_row.verdict = "PASS" if import_row.mydev <= 1.10 * import_row.cpu else "MISS"
+    rows = [import_row]
+    for key, name in (("first_op_s", "first op: torch.ones(256) * 2"),
+                      ("first_linear_s", "first nn.Linear(64, 64) forward")):
+        row = Row("first_op", name, "mydev < 100 ms", median(key, "mydev"), median(key, "cpu"))
+        row.verdict = "PASS" if row.mydev < 100 else "MISS"
+        rows.append(row)
+    return rows
+
+
+def render(rows: List[Row]) -> str:
+    headers = ("row", "mydev", "CPU", "unit", "mydev/CPU", "target", "verdict")
+    return render_sectioned_table(
+        rows, lambda row: (row.name, *figure_cells(row.mydev, row.cpu, "ms"),
+                           row.target, row.verdict),
+        headers, {"import": "import time (fresh interpreter)",
+                  "first_op": "first ops after the import (fresh interpreter each)"})
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--full", action="store_true", help="15 repetitions instead of 5")
+    parser.add_argument("--json", metavar="PATH", help="also write the rows to PATH")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    rows = measure(15 if args.full else 5)
+    print(render(rows))
+    print(f"\n{'full' if args.full else 'quick'} run, medians of fresh interpreters, "
+          f"{time.perf_counter() - start:.0f} s in all, load average "
+          f"{[round(load, 2) for load in os.getloadavg()]}")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump([row.to_json() for row in rows], handle, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

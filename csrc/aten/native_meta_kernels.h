@@ -1,0 +1,22 @@
+// ATen's C++ Meta kernels of the ops programs start with, called directly.
+//
+// `import torch` registers Python Meta kernels (torch/_meta_registrations.py)
+// over the C++ ones of nearly every ATen operator, so a call dispatched to
+// the Meta key runs Python, and the first such call imports torch._dynamo
+// (about a second on the host thread: torch wraps those kernels in
+// torch._disable_dynamo, which imports Dynamo on first use). The C++ Meta
+// kernels are still in libtorch as at::meta::*; the device-kernel path runs
+// them for these ops, which keeps Python out of the first ops of a program.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace mydev {
+
+// Runs ATen's C++ Meta kernel of `op` on `stack` (its arguments as meta
+// tensors), leaving the results there, and returns true; returns false,
+// with the stack untouched, for ops not listed here.
+bool runNativeMetaKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+}  // namespace mydev
