@@ -84,10 +84,18 @@ import torch
 # from elsewhere too.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
-    FIGURE_HEADERS, KiB, MiB, Budget, figure_cells, format_value, mydev_over_cpu, progress,
-    render_sectioned_table, run_benchmark, verdict_summary,
+    FIGURE_HEADERS,
+    Budget,
+    KiB,
+    MiB,
+    figure_cells,
+    format_value,
+    mydev_over_cpu,
+    progress,
+    render_sectioned_table,
+    run_benchmark,
+    verdict_summary,
 )
-
 
 # ------------------------------------------------------------------ budget --
 
@@ -104,14 +112,26 @@ class CollectiveBudget(Budget):
     world_timeout_s: float
 
 
-FULL = CollectiveBudget(name="full", warmup_reps=1, reps=5, target_rep_seconds=0.1,
-                        max_calls_per_rep=10_000,
-                        sizes=(4 * KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB, 256 * MiB),
-                        world_sizes=(2, 4), world_timeout_s=170)
-QUICK = CollectiveBudget(name="quick", warmup_reps=1, reps=3, target_rep_seconds=0.03,
-                         max_calls_per_rep=10_000,
-                         sizes=(4 * KiB, 64 * KiB, MiB, 16 * MiB),
-                         world_sizes=(2, 4), world_timeout_s=45)
+FULL = CollectiveBudget(
+    name="full",
+    warmup_reps=1,
+    reps=5,
+    target_rep_seconds=0.1,
+    max_calls_per_rep=10_000,
+    sizes=(4 * KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB, 256 * MiB),
+    world_sizes=(2, 4),
+    world_timeout_s=170,
+)
+QUICK = CollectiveBudget(
+    name="quick",
+    warmup_reps=1,
+    reps=3,
+    target_rep_seconds=0.03,
+    max_calls_per_rep=10_000,
+    sizes=(4 * KiB, 64 * KiB, MiB, 16 * MiB),
+    world_sizes=(2, 4),
+    world_timeout_s=45,
+)
 
 OPS = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor")
 INIT_TIMEOUT_S = 60
@@ -176,8 +196,13 @@ class Row:
         return "PASS" if self.ratio >= self.target else "MISS"
 
     def to_json(self) -> Dict[str, Any]:
-        return {**asdict(self), "target": self.target, "ratio": self.ratio,
-                "verdict": self.verdict, "cross_host_ratio": self.cross_host_ratio}
+        return {
+            **asdict(self),
+            "target": self.target,
+            "ratio": self.ratio,
+            "verdict": self.verdict,
+            "cross_host_ratio": self.cross_host_ratio,
+        }
 
 
 def size_text(size: int) -> str:
@@ -208,8 +233,9 @@ def _make_op(op: str, size: int, world: int, device: str) -> Callable[[], None]:
 def _worker(rank: int, world: int, budget: CollectiveBudget) -> None:
     import torch.distributed as dist
 
-    dist.init_process_group("mydev:myccl,cpu:gloo", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=INIT_TIMEOUT_S))
+    dist.init_process_group(
+        "mydev:myccl,cpu:gloo", rank=rank, world_size=world, timeout=timedelta(seconds=INIT_TIMEOUT_S)
+    )
     token = torch.zeros(1)
 
     def barrier() -> None:
@@ -307,19 +333,22 @@ class Outcome:
     error: str = ""
 
 
-def _run_ranks(world: int, budget: CollectiveBudget,
-               transport: str) -> Dict[Tuple[str, int], Outcome]:
+def _run_ranks(world: int, budget: CollectiveBudget, transport: str) -> Dict[Tuple[str, int], Outcome]:
     """Starts ``world`` rank processes with ``MYCCL_TRANSPORT=transport``
     and collects every row's outcome, keyed by (collective, size)."""
-    progress(f"{world} processes, MYCCL_TRANSPORT={transport}: sizes "
-             f"{', '.join(size_text(s) for s in budget.sizes)}")
+    progress(f"{world} processes, MYCCL_TRANSPORT={transport}: sizes {', '.join(size_text(s) for s in budget.sizes)}")
     port = _free_port()
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONUNBUFFERED="1",
-               MYCCL_TRANSPORT=transport)
+    env = dict(
+        os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONUNBUFFERED="1", MYCCL_TRANSPORT=transport
+    )
     procs = [
-        subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(rank),
-                          str(world), budget.name],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--worker", str(rank), str(world), budget.name],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for rank in range(world)
     ]
     started = time.monotonic()
@@ -340,15 +369,17 @@ def _run_ranks(world: int, budget: CollectiveBudget,
                 proc.kill()
                 proc.wait()
     # Shows how close a set came to its time limit.
-    progress(f"{world} processes, MYCCL_TRANSPORT={transport}: {time.monotonic() - started:.0f} s "
-             f"(limit {budget.world_timeout_s:.0f} s)")
+    progress(
+        f"{world} processes, MYCCL_TRANSPORT={transport}: {time.monotonic() - started:.0f} s "
+        f"(limit {budget.world_timeout_s:.0f} s)"
+    )
 
     per_rank: List[Dict[Tuple[str, int], Dict[str, Any]]] = []
     for out, _ in outputs:
         results = {}
         for line in out.splitlines():
             if line.startswith("RESULT "):
-                item = json.loads(line[len("RESULT "):])
+                item = json.loads(line[len("RESULT ") :])
                 results[(item["op"], item["size"])] = item
         per_rank.append(results)
 
@@ -361,16 +392,17 @@ def _run_ranks(world: int, budget: CollectiveBudget,
                 outcome = Outcome(error=errors[0])
             elif any(i is None for i in items):
                 if timed_out:
-                    outcome = Outcome(error=f"not finished within {budget.world_timeout_s:.0f} s "
-                                            f"(ranks killed)")
+                    outcome = Outcome(error=f"not finished within {budget.world_timeout_s:.0f} s (ranks killed)")
                 else:
                     codes = [p.returncode for p in procs]
                     tail = next((e.strip().splitlines()[-1] for o, e in outputs if e.strip()), "")
                     outcome = Outcome(error=f"no result (exit codes {codes}) {tail[:100]}")
             else:
-                outcome = Outcome(calls=tuple(items[0]["calls"]),
-                                  myccl_s=max(i["mydev_s"] for i in items),
-                                  gloo_s=max(i["cpu_s"] for i in items))
+                outcome = Outcome(
+                    calls=tuple(items[0]["calls"]),
+                    myccl_s=max(i["mydev_s"] for i in items),
+                    gloo_s=max(i["cpu_s"] for i in items),
+                )
             outcomes[(op, size)] = outcome
     return outcomes
 
@@ -407,14 +439,29 @@ def measure_all(budget: CollectiveBudget) -> List[Row]:
 # ------------------------------------------------------------------ output --
 
 SECTION_TITLES = {
-    f"world{n}": (f"{n} processes, bus bandwidth GB/s (higher is better); mydev = myccl on "
-                  f"mydev, CPU = gloo on CPU. Target: mydev/CPU >= 3 from 16 MiB, >= 1 up "
-                  f"to 64 KiB. x-host = myccl's cross-host path (MYCCL_TRANSPORT=gloo), its "
-                  f"gloo = gloo timed alongside it in the same rank processes; no target.")
+    f"world{n}": (
+        f"{n} processes, bus bandwidth GB/s (higher is better); mydev = myccl on "
+        f"mydev, CPU = gloo on CPU. Target: mydev/CPU >= 3 from 16 MiB, >= 1 up "
+        f"to 64 KiB. x-host = myccl's cross-host path (MYCCL_TRANSPORT=gloo), its "
+        f"gloo = gloo timed alongside it in the same rank processes; no target."
+    )
     for n in (2, 4)
 }
-HEADERS = ("what", "size", "calls myccl/gloo", *FIGURE_HEADERS, "myccl us", "gloo us", "target",
-           "verdict", "x-host", "its gloo", "x-host/gloo", "x-host us", "note")
+HEADERS = (
+    "what",
+    "size",
+    "calls myccl/gloo",
+    *FIGURE_HEADERS,
+    "myccl us",
+    "gloo us",
+    "target",
+    "verdict",
+    "x-host",
+    "its gloo",
+    "x-host/gloo",
+    "x-host us",
+    "note",
+)
 
 
 def table_cells(row: Row) -> Tuple[str, ...]:
@@ -444,14 +491,26 @@ def cross_host_summary(rows: Sequence[Row]) -> str:
 
 
 def render_table(rows: Sequence[Row]) -> str:
-    return "\n".join([render_sectioned_table(rows, table_cells, HEADERS, SECTION_TITLES), "",
-                      verdict_summary(rows), cross_host_summary(rows)])
+    return "\n".join(
+        [
+            render_sectioned_table(rows, table_cells, HEADERS, SECTION_TITLES),
+            "",
+            verdict_summary(rows),
+            cross_host_summary(rows),
+        ]
+    )
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--worker":
-        _worker(int(sys.argv[2]), int(sys.argv[3]),
-                FULL if sys.argv[4] == "full" else QUICK)
-    sys.exit(run_benchmark("collectives", __doc__,
-                           "short run: sizes up to 16 MiB, fewer and shorter repetitions",
-                           (FULL, QUICK), measure_all, render_table))
+        _worker(int(sys.argv[2]), int(sys.argv[3]), FULL if sys.argv[4] == "full" else QUICK)
+    sys.exit(
+        run_benchmark(
+            "collectives",
+            __doc__,
+            "short run: sizes up to 16 MiB, fewer and shorter repetitions",
+            (FULL, QUICK),
+            measure_all,
+            render_table,
+        )
+    )

@@ -54,15 +54,26 @@ from torch import nn
 # from elsewhere too.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
-    FIGURE_HEADERS, Budget, Op, Sync, Timed, compare, figure_cells, format_value, no_sync,
-    progress, record_failure, render_sectioned_table, run_benchmark, sync_devices,
+    FIGURE_HEADERS,
+    Budget,
+    Op,
+    Sync,
+    Timed,
+    compare,
+    figure_cells,
+    format_value,
+    no_sync,
+    progress,
+    record_failure,
+    render_sectioned_table,
+    run_benchmark,
+    sync_devices,
 )
-
 from model_suite import CASES, ModelCase, loss_fn  # noqa: E402
 
 DEVICE = "mydev:0"
 SPEEDUP_TARGET = 1.0  # compiled mydev must beat eager mydev: eager / compiled > this
-RATIO_TARGET = 1.1    # compiled mydev / compiled CPU time at most this
+RATIO_TARGET = 1.1  # compiled mydev / compiled CPU time at most this
 PHASES = ("inference", "training")
 MS = 1e3  # seconds -> the table's unit
 LOAD_DRIFT = 1.2  # see _load_drift
@@ -80,10 +91,8 @@ class CompileBudget(Budget):
     size: str
 
 
-FULL = CompileBudget(name="full", warmup_reps=2, reps=9, target_rep_seconds=0.1,
-                     max_calls_per_rep=10_000, size="bench")
-QUICK = replace(FULL, name="quick", warmup_reps=1, reps=5, target_rep_seconds=0.02,
-                size="test")
+FULL = CompileBudget(name="full", warmup_reps=2, reps=9, target_rep_seconds=0.1, max_calls_per_rep=10_000, size="bench")
+QUICK = replace(FULL, name="quick", warmup_reps=1, reps=5, target_rep_seconds=0.02, size="test")
 
 
 # -------------------------------------------------------------------- rows --
@@ -102,8 +111,8 @@ class Row:
     compiled_cpu: Optional[float] = None
     eager_mydev: Optional[float] = None
     eager_cpu: Optional[float] = None
-    ratio: Optional[float] = None        # compiled mydev / compiled CPU (pair 1)
-    speedup: Optional[float] = None      # eager mydev / compiled mydev (pair 2)
+    ratio: Optional[float] = None  # compiled mydev / compiled CPU (pair 1)
+    speedup: Optional[float] = None  # eager mydev / compiled mydev (pair 2)
     cpu_speedup: Optional[float] = None  # eager CPU / compiled CPU (pair 3)
     compile_mydev_s: Optional[float] = None
     compile_cpu_s: Optional[float] = None
@@ -130,8 +139,13 @@ class Row:
         return self._verdict(None if self.speedup is None else self.speedup > SPEEDUP_TARGET)
 
     def to_json(self) -> Dict[str, Any]:
-        return {**asdict(self), "ratio_target": RATIO_TARGET, "ratio_verdict": self.ratio_verdict,
-                "speedup_target": SPEEDUP_TARGET, "speedup_verdict": self.speedup_verdict}
+        return {
+            **asdict(self),
+            "ratio_target": RATIO_TARGET,
+            "ratio_verdict": self.ratio_verdict,
+            "speedup_target": SPEEDUP_TARGET,
+            "speedup_verdict": self.speedup_verdict,
+        }
 
 
 # --------------------------------------------------------------- variants --
@@ -141,8 +155,9 @@ def _has_batchnorm(model: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
-def make_workload(case: ModelCase, phase: str, size: str, device: str, compiled: bool,
-                  backend: Any = "inductor") -> Tuple[Op, str]:
+def make_workload(
+    case: ModelCase, phase: str, size: str, device: str, compiled: bool, backend: Any = "inductor"
+) -> Tuple[Op, str]:
     """The workload ``phase`` of ``case`` on ``device`` (compiled with
     ``backend``, or eager) and its input's shape."""
     model, x = case.make(size, device)
@@ -178,20 +193,24 @@ def _counters() -> Tuple[int, int, int, int]:
     so far in this process."""
     from torch._dynamo.utils import counters
 
-    return (counters["stats"]["unique_graphs"], sum(counters["graph_break"].values()),
-            counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"])
+    return (
+        counters["stats"]["unique_graphs"],
+        sum(counters["graph_break"].values()),
+        counters["inductor"]["fxgraph_cache_hit"],
+        counters["inductor"]["fxgraph_cache_miss"],
+    )
 
 
-def _compile_note(before: Tuple[int, ...], between: Tuple[int, ...],
-                  after: Tuple[int, ...]) -> str:
+def _compile_note(before: Tuple[int, ...], between: Tuple[int, ...], after: Tuple[int, ...]) -> str:
     """Graphs, graph breaks and FX-graph cache hits of the mydev compile
     (``_counters()`` from ``before`` to ``between``) and of the CPU compile
     (``between`` to ``after``)."""
     parts = []
     for side, start, end in (("mydev", before, between), ("CPU", between, after)):
         graphs, breaks, hits, misses = (e - s for s, e in zip(start, end))
-        parts.append(f"{side} {graphs} graph{'s' if graphs != 1 else ''}, {breaks} breaks, "
-                     f"{hits}/{hits + misses} cached")
+        parts.append(
+            f"{side} {graphs} graph{'s' if graphs != 1 else ''}, {breaks} breaks, {hits}/{hits + misses} cached"
+        )
     return "; ".join(parts)
 
 
@@ -212,8 +231,7 @@ def measure(case: ModelCase, phase: str, budget: CompileBudget) -> Row:
         after = _counters()
         row.note = _compile_note(before, between, after)
         c_mydev, c_cpu = compare(Timed(compiled_mydev, mydev_sync), Timed(compiled_cpu), budget)
-        c_mydev2, e_mydev = compare(Timed(compiled_mydev, mydev_sync),
-                                    Timed(eager_mydev, mydev_sync), budget)
+        c_mydev2, e_mydev = compare(Timed(compiled_mydev, mydev_sync), Timed(eager_mydev, mydev_sync), budget)
         c_cpu3, e_cpu = compare(Timed(compiled_cpu), Timed(eager_cpu), budget)
         if _counters()[0] != after[0]:
             row.note += "; RECOMPILED while timing"
@@ -238,8 +256,10 @@ def _load_drift(row: Row) -> str:
     columns of different pairs misleads (the ratios, taken within a pair,
     still hold)."""
     moved = []
-    for side, first, again in (("mydev", row.compiled_mydev, row.compiled_mydev_pair2),
-                               ("CPU", row.compiled_cpu, row.compiled_cpu_pair3)):
+    for side, first, again in (
+        ("mydev", row.compiled_mydev, row.compiled_mydev_pair2),
+        ("CPU", row.compiled_cpu, row.compiled_cpu_pair3),
+    ):
         if first and again and max(first, again) / min(first, again) > LOAD_DRIFT:
             moved.append(f"compiled {side} {format_value(first)} vs {format_value(again)}")
     return f"LOAD MOVED ({', '.join(moved)} ms)" if moved else ""
@@ -252,15 +272,28 @@ _PHASE_WHAT = {
     "training": "Training step: forward, loss, backward, SGD foreach step, zero_grad",
 }
 SECTION_TITLES = {
-    phase: (f"{what}, ms per call (lower is better).\n"
-            f"  mydev, CPU: the compiled model (torch.compile); target mydev/CPU <= {RATIO_TARGET:g}.\n"
-            f"  speedup: eager mydev / compiled mydev, target > {SPEEDUP_TARGET:g}. "
-            "CPU speedup: eager CPU / compiled CPU, for reference.\n"
-            "  compile s: seconds of the first compiled call, mydev / CPU.")
+    phase: (
+        f"{what}, ms per call (lower is better).\n"
+        f"  mydev, CPU: the compiled model (torch.compile); target mydev/CPU <= {RATIO_TARGET:g}.\n"
+        f"  speedup: eager mydev / compiled mydev, target > {SPEEDUP_TARGET:g}. "
+        "CPU speedup: eager CPU / compiled CPU, for reference.\n"
+        "  compile s: seconds of the first compiled call, mydev / CPU."
+    )
     for phase, what in _PHASE_WHAT.items()
 }
-HEADERS = ("model", "input", *FIGURE_HEADERS, "vs CPU", "eager mydev", "speedup", "vs eager",
-           "eager CPU", "CPU speedup", "compile s", "note")
+HEADERS = (
+    "model",
+    "input",
+    *FIGURE_HEADERS,
+    "vs CPU",
+    "eager mydev",
+    "speedup",
+    "vs eager",
+    "eager CPU",
+    "CPU speedup",
+    "compile s",
+    "note",
+)
 
 
 def _number(value: Optional[float], header: str, suffix: str = "") -> str:
@@ -292,9 +325,11 @@ def table_cells(row: Row) -> Tuple[str, ...]:
 
 def render_table(rows: Sequence[Row]) -> str:
     verdicts = [v for row in rows for v in (row.ratio_verdict, row.speedup_verdict)]
-    summary = (f"summary: {verdicts.count('PASS')} PASS, {verdicts.count('MISS')} MISS, "
-               f"{verdicts.count('ERROR')} ERROR of {len(verdicts)} checks "
-               f"({len(rows)} rows x 2 targets)")
+    summary = (
+        f"summary: {verdicts.count('PASS')} PASS, {verdicts.count('MISS')} MISS, "
+        f"{verdicts.count('ERROR')} ERROR of {len(verdicts)} checks "
+        f"({len(rows)} rows x 2 targets)"
+    )
     return "\n".join([render_sectioned_table(rows, table_cells, HEADERS, SECTION_TITLES), "", summary])
 
 
@@ -315,5 +350,13 @@ def measure_all(budget: CompileBudget) -> List[Row]:
 
 
 if __name__ == "__main__":
-    sys.exit(run_benchmark("compile", __doc__, 'short run: size "test", fewer and shorter repetitions',
-                           (FULL, QUICK), measure_all, render_table))
+    sys.exit(
+        run_benchmark(
+            "compile",
+            __doc__,
+            'short run: size "test", fewer and shorter repetitions',
+            (FULL, QUICK),
+            measure_all,
+            render_table,
+        )
+    )

@@ -40,8 +40,17 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
-    Budget, Op, Timed, compare, format_value, progress, render_sectioned_table, run_benchmark, sync_devices,
-    record_failure, verdict_summary,
+    Budget,
+    Op,
+    Timed,
+    compare,
+    format_value,
+    progress,
+    record_failure,
+    render_sectioned_table,
+    run_benchmark,
+    sync_devices,
+    verdict_summary,
 )
 
 DEVICE = "mydev:0"
@@ -61,10 +70,26 @@ class CustomOpsBudget(Budget):
     rotary_batch: int
 
 
-FULL = CustomOpsBudget(name="full", warmup_reps=2, reps=9, target_rep_seconds=0.1, max_calls_per_rep=10_000,
-                       rms_tokens=8192, swiglu_tokens=2048, rotary_batch=4)
-QUICK = CustomOpsBudget(name="quick", warmup_reps=1, reps=5, target_rep_seconds=0.02, max_calls_per_rep=10_000,
-                        rms_tokens=4096, swiglu_tokens=1024, rotary_batch=2)
+FULL = CustomOpsBudget(
+    name="full",
+    warmup_reps=2,
+    reps=9,
+    target_rep_seconds=0.1,
+    max_calls_per_rep=10_000,
+    rms_tokens=8192,
+    swiglu_tokens=2048,
+    rotary_batch=4,
+)
+QUICK = CustomOpsBudget(
+    name="quick",
+    warmup_reps=1,
+    reps=5,
+    target_rep_seconds=0.02,
+    max_calls_per_rep=10_000,
+    rms_tokens=4096,
+    swiglu_tokens=1024,
+    rotary_batch=2,
+)
 
 HIDDEN, INTERMEDIATE = 4096, 11008
 HEADS, SEQ, HEAD_DIM = 32, 1024, 128
@@ -227,8 +252,18 @@ SECTION_TITLES = {
     "forward + backward": f"Forward + backward, ms per call (lower is better). Target: composed / fused >= {TARGET}.",
 }
 NUMBER_WIDTH = 9
-HEADERS = ("op", "shape", "dtype", "fused".rjust(NUMBER_WIDTH), "composed".rjust(NUMBER_WIDTH), "unit",
-           "speedup".rjust(NUMBER_WIDTH), "target", "verdict", "note")
+HEADERS = (
+    "op",
+    "shape",
+    "dtype",
+    "fused".rjust(NUMBER_WIDTH),
+    "composed".rjust(NUMBER_WIDTH),
+    "unit",
+    "speedup".rjust(NUMBER_WIDTH),
+    "target",
+    "verdict",
+    "note",
+)
 
 
 def table_cells(row: Row) -> Tuple[str, ...]:
@@ -273,5 +308,13 @@ def measure_all(budget: CustomOpsBudget) -> List[Row]:
 
 
 if __name__ == "__main__":
-    sys.exit(run_benchmark("custom_ops", __doc__, "short run: fewer and shorter repetitions, smaller sizes",
-                           (FULL, QUICK), measure_all, render_table))
+    sys.exit(
+        run_benchmark(
+            "custom_ops",
+            __doc__,
+            "short run: fewer and shorter repetitions, smaller sizes",
+            (FULL, QUICK),
+            measure_all,
+            render_table,
+        )
+    )

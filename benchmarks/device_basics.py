@@ -36,10 +36,20 @@ import torch
 # from elsewhere too.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
-    FIGURE_HEADERS, KiB, MiB, Budget, Op, Timed, compare, figure_cells, mydev_over_cpu, progress,
-    render_sectioned_table, run_benchmark, sync_devices,
+    FIGURE_HEADERS,
+    Budget,
+    KiB,
+    MiB,
+    Op,
+    Timed,
+    compare,
+    figure_cells,
+    mydev_over_cpu,
+    progress,
+    render_sectioned_table,
+    run_benchmark,
+    sync_devices,
 )
-
 
 # ------------------------------------------------------------------ budget --
 
@@ -173,8 +183,7 @@ def _copy_timed(route: CopyRoute, nbytes: int) -> Timed:
     src = route.make_src(nbytes)
     dst = route.make_dst(nbytes)
     non_blocking = route.non_blocking
-    return Timed(lambda: dst.copy_(src, non_blocking=non_blocking),
-                 sync_devices(route.devices))
+    return Timed(lambda: dst.copy_(src, non_blocking=non_blocking), sync_devices(route.devices))
 
 
 def copy_bandwidth(route: CopyRoute, nbytes: int, budget: BasicsBudget) -> Tuple[float, float]:
@@ -189,8 +198,9 @@ def copy_rows(budget: BasicsBudget, device_count: int) -> List[Row]:
         size = format_size(nbytes)
         progress(f"copies, {size}")
         for route in DEVICE_COPIES:
-            row = Row(section="copy", what=route.name, size=size, unit="GB/s",
-                      higher_is_better=True, mydev=None, cpu=None)
+            row = Row(
+                section="copy", what=route.name, size=size, unit="GB/s", higher_is_better=True, mydev=None, cpu=None
+            )
             if max(route.devices) < device_count:
                 row.mydev, row.cpu = copy_bandwidth(route, nbytes, budget)
             else:
@@ -212,8 +222,7 @@ def allocation_latency(nbytes: int, uncached: bool, budget: Budget) -> Tuple[flo
     """Microseconds per ``torch.empty(nbytes)`` + free on mydev:0 and on the
     CPU. ``uncached`` empties the mydev cache (untimed) before every
     allocation, so that each one reaches the driver."""
-    mydev = Timed(_allocator(nbytes, "mydev:0"), sync_devices((0,)),
-                  torch.mydev.empty_cache if uncached else None)
+    mydev = Timed(_allocator(nbytes, "mydev:0"), sync_devices((0,)), torch.mydev.empty_cache if uncached else None)
     cpu = Timed(_allocator(nbytes, "cpu"))
     seconds = compare(mydev, cpu, budget)
     return seconds[0] * 1e6, seconds[1] * 1e6
@@ -238,13 +247,21 @@ def allocation_rows(budget: BasicsBudget) -> List[Row]:
     for nbytes in budget.alloc_sizes:
         size = format_size(nbytes)
         progress(f"allocation, {size}")
-        for what, uncached in (("empty + free, cached", False),
-                               ("empty + free, uncached", True)):
+        for what, uncached in (("empty + free, cached", False), ("empty + free, uncached", True)):
             mydev, cpu = allocation_latency(nbytes, uncached, budget)
             mallocs = driver_mallocs_per_call(nbytes, uncached)
-            rows.append(Row(section="alloc", what=what, size=size, unit="us",
-                            higher_is_better=False, mydev=mydev, cpu=cpu,
-                            note=f"driver mallocs/call {mallocs:.2f}"))
+            rows.append(
+                Row(
+                    section="alloc",
+                    what=what,
+                    size=size,
+                    unit="us",
+                    higher_is_better=False,
+                    mydev=mydev,
+                    cpu=cpu,
+                    note=f"driver mallocs/call {mallocs:.2f}",
+                )
+            )
     torch.mydev.empty_cache()
     return rows
 
@@ -285,8 +302,7 @@ def add_one_latency(budget: Budget) -> Tuple[float, float]:
     (many calls, then synchronize) and CPU."""
     on_device = torch.ones(1, device="mydev:0")
     on_cpu = torch.ones(1)
-    seconds = compare(Timed(lambda: on_device + 1, sync_devices((0,))),
-                      Timed(lambda: on_cpu + 1), budget)
+    seconds = compare(Timed(lambda: on_device + 1, sync_devices((0,))), Timed(lambda: on_cpu + 1), budget)
     return seconds[0] * 1e6, seconds[1] * 1e6
 
 
@@ -302,8 +318,18 @@ def launch_rows(budget: Budget) -> List[Row]:
     rows: List[Row] = []
     for what, measure, note in LAUNCH_MEASUREMENTS:
         mydev, cpu = measure(budget)
-        rows.append(Row(section="launch", what=what, size="-", unit="us",
-                        higher_is_better=False, mydev=mydev, cpu=cpu, note=note))
+        rows.append(
+            Row(
+                section="launch",
+                what=what,
+                size="-",
+                unit="us",
+                higher_is_better=False,
+                mydev=mydev,
+                cpu=cpu,
+                note=note,
+            )
+        )
     return rows
 
 
@@ -311,11 +337,10 @@ def launch_rows(budget: Budget) -> List[Row]:
 
 SECTION_TITLES = {
     "copy": "Copy bandwidth, GB/s (higher is better; ratio > 1: mydev faster). "
-            "CPU baseline: dst.copy_(src) on the CPU, same size.",
+    "CPU baseline: dst.copy_(src) on the CPU, same size.",
     "alloc": "Allocation latency, us per torch.empty + free (lower is better; "
-             "ratio < 1: mydev faster). CPU baseline: torch.empty on the CPU.",
-    "launch": "Launch latency, us per call (lower is better; ratio < 1: mydev "
-              "faster). Baseline named in the note.",
+    "ratio < 1: mydev faster). CPU baseline: torch.empty on the CPU.",
+    "launch": "Launch latency, us per call (lower is better; ratio < 1: mydev faster). Baseline named in the note.",
 }
 HEADERS = ("what", "size", *FIGURE_HEADERS, "better", "reading", "note")
 
@@ -346,5 +371,13 @@ def measure(budget: BasicsBudget) -> List[Row]:
 
 
 if __name__ == "__main__":
-    sys.exit(run_benchmark("device_basics", __doc__, "short run: fewer repetitions, no 256 MiB copies",
-                           (FULL, QUICK), measure, render_table))
+    sys.exit(
+        run_benchmark(
+            "device_basics",
+            __doc__,
+            "short run: fewer repetitions, no 256 MiB copies",
+            (FULL, QUICK),
+            measure,
+            render_table,
+        )
+    )

@@ -43,10 +43,20 @@ from torch import nn
 # from elsewhere too.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
-    FIGURE_HEADERS, Budget, Op, Timed, compare, figure_cells, mydev_over_cpu, progress,
-    record_failure, render_sectioned_table, run_benchmark, sync_devices, verdict_summary,
+    FIGURE_HEADERS,
+    Budget,
+    Op,
+    Timed,
+    compare,
+    figure_cells,
+    mydev_over_cpu,
+    progress,
+    record_failure,
+    render_sectioned_table,
+    run_benchmark,
+    sync_devices,
+    verdict_summary,
 )
-
 
 # ------------------------------------------------------------------ budget --
 
@@ -59,10 +69,12 @@ class EagerBudget(Budget):
     overhead_calls: int
 
 
-FULL = EagerBudget(name="full", warmup_reps=2, reps=9, target_rep_seconds=0.1,
-                   max_calls_per_rep=1_000_000, overhead_calls=10_000)
-QUICK = EagerBudget(name="quick", warmup_reps=1, reps=5, target_rep_seconds=0.02,
-                    max_calls_per_rep=1_000_000, overhead_calls=10_000)
+FULL = EagerBudget(
+    name="full", warmup_reps=2, reps=9, target_rep_seconds=0.1, max_calls_per_rep=1_000_000, overhead_calls=10_000
+)
+QUICK = EagerBudget(
+    name="quick", warmup_reps=1, reps=5, target_rep_seconds=0.02, max_calls_per_rep=1_000_000, overhead_calls=10_000
+)
 
 
 # -------------------------------------------------------------------- rows --
@@ -152,8 +164,9 @@ def make_mm(device: str) -> Op:
     return lambda: a @ b
 
 
-def _conv_inputs(device: str, weight: Sequence[int], channels_last: bool = False,
-                 transposed: bool = False) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _conv_inputs(
+    device: str, weight: Sequence[int], channels_last: bool = False, transposed: bool = False
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A [8, 64, 56, 56] input, `weight` and a bias, optionally
     channels-last."""
     x = _seeded((8, 64, 56, 56), device)
@@ -249,33 +262,103 @@ def _layer_flops() -> float:
 
 
 WORKLOADS: Tuple[Workload, ...] = (
-    Workload("overhead", "x + 1, 1 element, 10k calls + sync", "[1] f32", 3.0, make_add_one,
-             unit="us", fixed_calls=True, note="per-op overhead"),
-    Workload("large", "add a + b", "[16M] f32", 1.1, make_add, work=(3 * 64 * 2 ** 20, "GB/s"),
-             note="new 64 MiB output per call"),
-    Workload("large", "add, out= (no allocation)", "[16M] f32", 1.1, make_add_out,
-             work=(3 * 64 * 2 ** 20, "GB/s")),
-    Workload("large", "sum", "[16M] f32", 1.1, make_sum, work=(64 * 2 ** 20, "GB/s")),
-    Workload("large", "softmax(dim=-1)", "[4096, 4096] f32", 1.1, make_softmax, work=(2 * 64 * 2 ** 20, "GB/s")),
-    Workload("large", "mm", "[1024, 1024] @ [1024, 1024] f32", 1.1, make_mm, work=(2 * 1024 ** 3, "GFLOP/s")),
-    Workload("convolution", "conv2d 3x3, pad 1, 64->64", "[8, 64, 56, 56] f32", 1.1, make_conv2d,
-             work=(2 * 8 * 64 * 64 * 9 * 56 * 56, "GFLOP/s")),
-    Workload("convolution", "conv2d 3x3, pad 1, 64->64, channels-last", "[8, 64, 56, 56] f32", 1.1,
-             make_conv2d_channels_last, work=(2 * 8 * 64 * 64 * 9 * 56 * 56, "GFLOP/s")),
-    Workload("convolution", "conv2d 1x1, 64->256", "[8, 64, 56, 56] f32", 1.1, make_conv2d_1x1,
-             work=(2 * 8 * 64 * 256 * 56 * 56, "GFLOP/s")),
-    Workload("convolution", "conv2d 3x3 depthwise (groups 64)", "[8, 64, 56, 56] f32", 1.1,
-             make_conv2d_depthwise, work=(2 * 8 * 64 * 9 * 56 * 56, "GFLOP/s")),
-    Workload("convolution", "conv2d 3x3, stride 2, 64->128", "[8, 64, 56, 56] f32", 1.1,
-             make_conv2d_strided, work=(2 * 8 * 64 * 128 * 9 * 28 * 28, "GFLOP/s")),
-    Workload("convolution", "conv_transpose2d 2x2, stride 2, 64->32", "[8, 64, 56, 56] f32", 1.1,
-             make_conv_transpose2d, work=(2 * 8 * 64 * 32 * 4 * 56 * 56, "GFLOP/s")),
-    Workload("convolution", "conv2d 3x3 backward (input, weight, bias)", "[8, 64, 56, 56] f32", 1.1,
-             make_conv2d_backward, work=(2 * 2 * 8 * 64 * 64 * 9 * 56 * 56, "GFLOP/s")),
-    Workload("transformer", "TransformerEncoderLayer fwd + bwd", "d512 h8 s128 b8", 1.2, make_transformer_fwd_bwd,
-             work=(3 * _layer_flops(), "GFLOP/s"), note="mse loss, dropout 0.1"),
-    Workload("transformer", "training step, AdamW", "d512 h8 s128 b8", 1.2, make_transformer_train_step,
-             work=(3 * _layer_flops(), "GFLOP/s"), note="zero_grad + fwd + bwd + step"),
+    Workload(
+        "overhead",
+        "x + 1, 1 element, 10k calls + sync",
+        "[1] f32",
+        3.0,
+        make_add_one,
+        unit="us",
+        fixed_calls=True,
+        note="per-op overhead",
+    ),
+    Workload(
+        "large",
+        "add a + b",
+        "[16M] f32",
+        1.1,
+        make_add,
+        work=(3 * 64 * 2**20, "GB/s"),
+        note="new 64 MiB output per call",
+    ),
+    Workload("large", "add, out= (no allocation)", "[16M] f32", 1.1, make_add_out, work=(3 * 64 * 2**20, "GB/s")),
+    Workload("large", "sum", "[16M] f32", 1.1, make_sum, work=(64 * 2**20, "GB/s")),
+    Workload("large", "softmax(dim=-1)", "[4096, 4096] f32", 1.1, make_softmax, work=(2 * 64 * 2**20, "GB/s")),
+    Workload("large", "mm", "[1024, 1024] @ [1024, 1024] f32", 1.1, make_mm, work=(2 * 1024**3, "GFLOP/s")),
+    Workload(
+        "convolution",
+        "conv2d 3x3, pad 1, 64->64",
+        "[8, 64, 56, 56] f32",
+        1.1,
+        make_conv2d,
+        work=(2 * 8 * 64 * 64 * 9 * 56 * 56, "GFLOP/s"),
+    ),
+    Workload(
+        "convolution",
+        "conv2d 3x3, pad 1, 64->64, channels-last",
+        "[8, 64, 56, 56] f32",
+        1.1,
+        make_conv2d_channels_last,
+        work=(2 * 8 * 64 * 64 * 9 * 56 * 56, "GFLOP/s"),
+    ),
+    Workload(
+        "convolution",
+        "conv2d 1x1, 64->256",
+        "[8, 64, 56, 56] f32",
+        1.1,
+        make_conv2d_1x1,
+        work=(2 * 8 * 64 * 256 * 56 * 56, "GFLOP/s"),
+    ),
+    Workload(
+        "convolution",
+        "conv2d 3x3 depthwise (groups 64)",
+        "[8, 64, 56, 56] f32",
+        1.1,
+        make_conv2d_depthwise,
+        work=(2 * 8 * 64 * 9 * 56 * 56, "GFLOP/s"),
+    ),
+    Workload(
+        "convolution",
+        "conv2d 3x3, stride 2, 64->128",
+        "[8, 64, 56, 56] f32",
+        1.1,
+        make_conv2d_strided,
+        work=(2 * 8 * 64 * 128 * 9 * 28 * 28, "GFLOP/s"),
+    ),
+    Workload(
+        "convolution",
+        "conv_transpose2d 2x2, stride 2, 64->32",
+        "[8, 64, 56, 56] f32",
+        1.1,
+        make_conv_transpose2d,
+        work=(2 * 8 * 64 * 32 * 4 * 56 * 56, "GFLOP/s"),
+    ),
+    Workload(
+        "convolution",
+        "conv2d 3x3 backward (input, weight, bias)",
+        "[8, 64, 56, 56] f32",
+        1.1,
+        make_conv2d_backward,
+        work=(2 * 2 * 8 * 64 * 64 * 9 * 56 * 56, "GFLOP/s"),
+    ),
+    Workload(
+        "transformer",
+        "TransformerEncoderLayer fwd + bwd",
+        "d512 h8 s128 b8",
+        1.2,
+        make_transformer_fwd_bwd,
+        work=(3 * _layer_flops(), "GFLOP/s"),
+        note="mse loss, dropout 0.1",
+    ),
+    Workload(
+        "transformer",
+        "training step, AdamW",
+        "d512 h8 s128 b8",
+        1.2,
+        make_transformer_train_step,
+        work=(3 * _layer_flops(), "GFLOP/s"),
+        note="zero_grad + fwd + bwd + step",
+    ),
 )
 
 
@@ -299,8 +382,14 @@ def _adamw_impls() -> str:
 
 
 def measure(workload: Workload, budget: EagerBudget) -> Row:
-    row = Row(section=workload.section, what=workload.what, shape=workload.shape, unit=workload.unit,
-              target=workload.target, note=workload.note)
+    row = Row(
+        section=workload.section,
+        what=workload.what,
+        shape=workload.shape,
+        unit=workload.unit,
+        target=workload.target,
+        note=workload.note,
+    )
     scale = 1e6 if workload.unit == "us" else 1e3
     try:
         mydev_op = workload.make("mydev:0")
@@ -341,8 +430,7 @@ def table_cells(row: Row) -> Tuple[str, ...]:
 
 
 def render_table(rows: Sequence[Row]) -> str:
-    return "\n".join([render_sectioned_table(rows, table_cells, HEADERS, SECTION_TITLES), "",
-                      verdict_summary(rows)])
+    return "\n".join([render_sectioned_table(rows, table_cells, HEADERS, SECTION_TITLES), "", verdict_summary(rows)])
 
 
 # -------------------------------------------------------------------- main --
@@ -358,5 +446,8 @@ def measure_all(budget: EagerBudget) -> List[Row]:
 
 
 if __name__ == "__main__":
-    sys.exit(run_benchmark("eager", __doc__, "short run: fewer and shorter repetitions",
-                           (FULL, QUICK), measure_all, render_table))
+    sys.exit(
+        run_benchmark(
+            "eager", __doc__, "short run: fewer and shorter repetitions", (FULL, QUICK), measure_all, render_table
+        )
+    )

@@ -81,8 +81,14 @@ def fresh_process(script: str, device: str) -> Dict[str, float]:
     runs without mydev (autoload off), as a user without it would."""
     env = dict(os.environ)
     env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "1" if device == "mydev" else "0"
-    result = subprocess.run([sys.executable, "-c", f"DEVICE = {device!r}\n{script}"],
-                            env=env, capture_output=True, text=True, timeout=300, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", f"DEVICE = {device!r}\n{script}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -91,20 +97,26 @@ def measure(reps: int) -> List[Row]:
     for rep in range(reps):
         progress(f"repetition {rep + 1}/{reps}")
         for device in ("mydev", "cpu"):  # alternating: both see the same load
-            figures = {**fresh_process(IMPORT_AND_FIRST_OP, device),
-                       **fresh_process(FIRST_LINEAR, device)}
+            figures = {**fresh_process(IMPORT_AND_FIRST_OP, device), **fresh_process(FIRST_LINEAR, device)}
             for key, seconds in figures.items():
                 samples.setdefault(key, {}).setdefault(device, []).append(seconds * 1e3)
 
     def median(key: str, device: str) -> float:
         return statistics.median(samples[key][device])
 
-    import_row = Row("import", "import torch (CPU: TORCH_DEVICE_BACKEND_AUTOLOAD=0)",
-                     "mydev/CPU <= 1.10", median("import_s", "mydev"), median("import_s", "cpu"))
+    import_row = Row(
+        "import",
+        "import torch (CPU: TORCH_DEVICE_BACKEND_AUTOLOAD=0)",
+        "mydev/CPU <= 1.10",
+        median("import_s", "mydev"),
+        median("import_s", "cpu"),
+    )
     import_row.verdict = "PASS" if import_row.mydev <= 1.10 * import_row.cpu else "MISS"
     rows = [import_row]
-    for key, name in (("first_op_s", "first op: torch.ones(256) * 2"),
-                      ("first_linear_s", "first nn.Linear(64, 64) forward")):
+    for key, name in (
+        ("first_op_s", "first op: torch.ones(256) * 2"),
+        ("first_linear_s", "first nn.Linear(64, 64) forward"),
+    ):
         row = Row("first_op", name, "mydev < 100 ms", median(key, "mydev"), median(key, "cpu"))
         row.verdict = "PASS" if row.mydev < 100 else "MISS"
         rows.append(row)
@@ -114,10 +126,14 @@ def measure(reps: int) -> List[Row]:
 def render(rows: List[Row]) -> str:
     headers = ("row", "mydev", "CPU", "unit", "mydev/CPU", "target", "verdict")
     return render_sectioned_table(
-        rows, lambda row: (row.name, *figure_cells(row.mydev, row.cpu, "ms"),
-                           row.target, row.verdict),
-        headers, {"import": "import time (fresh interpreter)",
-                  "first_op": "first ops after the import (fresh interpreter each)"})
+        rows,
+        lambda row: (row.name, *figure_cells(row.mydev, row.cpu, "ms"), row.target, row.verdict),
+        headers,
+        {
+            "import": "import time (fresh interpreter)",
+            "first_op": "first ops after the import (fresh interpreter each)",
+        },
+    )
 
 
 def main() -> int:
@@ -128,9 +144,11 @@ def main() -> int:
     start = time.perf_counter()
     rows = measure(15 if args.full else 5)
     print(render(rows))
-    print(f"\n{'full' if args.full else 'quick'} run, medians of fresh interpreters, "
-          f"{time.perf_counter() - start:.0f} s in all, load average "
-          f"{[round(load, 2) for load in os.getloadavg()]}")
+    print(
+        f"\n{'full' if args.full else 'quick'} run, medians of fresh interpreters, "
+        f"{time.perf_counter() - start:.0f} s in all, load average "
+        f"{[round(load, 2) for load in os.getloadavg()]}"
+    )
     if args.json:
         with open(args.json, "w") as handle:
             json.dump([row.to_json() for row in rows], handle, indent=2)

@@ -16,8 +16,7 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import (Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple,
-                    TypeVar)
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, TypeVar
 
 import torch
 
@@ -121,8 +120,7 @@ def _calls_per_rep(timed: Timed, budget: Budget) -> int:
     return calls
 
 
-def compare(mydev: Timed, cpu: Timed, budget: Budget,
-            fixed_calls: Optional[int] = None) -> Tuple[float, float]:
+def compare(mydev: Timed, cpu: Timed, budget: Budget, fixed_calls: Optional[int] = None) -> Tuple[float, float]:
     """Median seconds per call of ``mydev`` and of its baseline ``cpu``.
 
     A repetition makes ``fixed_calls`` calls if given, else a number
@@ -191,8 +189,7 @@ def render_environment(env: Dict[str, Any], budget: Budget, seconds: float) -> s
         f"  torch {env['torch']}, python {env['python']}, {env['platform']}",
         f"  cores: {env['usable_cores']} usable of {env['cpu_count']}, "
         f"torch threads {env['torch_threads']}, load average {env['load_average']}",
-        f"  mydev devices: {env['mydev_device_count']}, "
-        f"launch blocking: {env['mydev_launch_blocking']}",
+        f"  mydev devices: {env['mydev_device_count']}, launch blocking: {env['mydev_launch_blocking']}",
     ]
     for index, dev in enumerate(env["mydev_devices"]):
         lines.append(
@@ -242,8 +239,10 @@ def record_failure(row: Any, exc: BaseException) -> Any:
 def verdict_summary(rows: Sequence[Any]) -> str:
     """``summary: 8 PASS, 1 MISS, 0 ERROR of 9 rows`` from the rows' verdicts."""
     verdicts = [row.verdict for row in rows]
-    return (f"summary: {verdicts.count('PASS')} PASS, {verdicts.count('MISS')} MISS, "
-            f"{verdicts.count('ERROR')} ERROR of {len(rows)} rows")
+    return (
+        f"summary: {verdicts.count('PASS')} PASS, {verdicts.count('MISS')} MISS, "
+        f"{verdicts.count('ERROR')} ERROR of {len(rows)} rows"
+    )
 
 
 def progress(message: str) -> None:
@@ -265,12 +264,15 @@ def format_value(value: Optional[float]) -> str:
 
 def figure_cells(mydev: Optional[float], cpu: Optional[float], unit: str) -> Tuple[str, ...]:
     """A row's cells under FIGURE_HEADERS."""
-    return (format_value(mydev), format_value(cpu), unit,
-            format_value(mydev_over_cpu(mydev, cpu)))
+    return (format_value(mydev), format_value(cpu), unit, format_value(mydev_over_cpu(mydev, cpu)))
 
 
-def render_sectioned_table(rows: Sequence[RowT], cells: Callable[[RowT], Sequence[str]],
-                           headers: Sequence[str], section_titles: Mapping[str, str]) -> str:
+def render_sectioned_table(
+    rows: Sequence[RowT],
+    cells: Callable[[RowT], Sequence[str]],
+    headers: Sequence[str],
+    section_titles: Mapping[str, str],
+) -> str:
     """One block per section (its title, then the column heads), a line per
     row; ``cells`` gives a row's columns, in the order of ``headers``."""
     table = [cells(row) for row in rows]
@@ -278,8 +280,7 @@ def render_sectioned_table(rows: Sequence[RowT], cells: Callable[[RowT], Sequenc
     numeric = {i for i, header in enumerate(headers) if header in NUMERIC_HEADERS}
 
     def line(values: Sequence[str]) -> str:
-        parts = (v.rjust(w) if i in numeric else v.ljust(w)
-                 for i, (v, w) in enumerate(zip(values, widths)))
+        parts = (v.rjust(w) if i in numeric else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths)))
         return "  ".join(parts).rstrip()
 
     out: List[str] = []
@@ -287,14 +288,14 @@ def render_sectioned_table(rows: Sequence[RowT], cells: Callable[[RowT], Sequenc
     for row, row_cells in zip(rows, table):
         if row.section != section:
             section = row.section
-            out += ["", section_titles[section], line(headers),
-                    line(["-" * w for w in widths])]
+            out += ["", section_titles[section], line(headers), line(["-" * w for w in widths])]
         out.append(line(row_cells))
     return "\n".join(out)
 
 
-def write_json(path: str, benchmark: str, rows: Sequence[Row], env: Dict[str, Any],
-               budget: Budget, seconds: float) -> None:
+def write_json(
+    path: str, benchmark: str, rows: Sequence[Row], env: Dict[str, Any], budget: Budget, seconds: float
+) -> None:
     payload = {
         "benchmark": benchmark,
         "budget": asdict(budget),
@@ -312,9 +313,14 @@ def write_json(path: str, benchmark: str, rows: Sequence[Row], env: Dict[str, An
 # -------------------------------------------------------------------- main --
 
 
-def run_benchmark(benchmark: str, doc: Optional[str], quick_help: str,
-                  budgets: Tuple[BudgetT, BudgetT], measure: Callable[[BudgetT], List[RowT]],
-                  render: Callable[[Sequence[RowT]], str]) -> int:
+def run_benchmark(
+    benchmark: str,
+    doc: Optional[str],
+    quick_help: str,
+    budgets: Tuple[BudgetT, BudgetT],
+    measure: Callable[[BudgetT], List[RowT]],
+    render: Callable[[Sequence[RowT]], str],
+) -> int:
     """The command line of a benchmark script (``doc``, its docstring, gives
     the help): ``measure`` the rows under the full or (``--quick``) the quick
     budget of ``budgets``, print the table ``render`` makes and the
@@ -322,8 +328,7 @@ def run_benchmark(benchmark: str, doc: Optional[str], quick_help: str,
     stderr, the table to stdout."""
     parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=quick_help)
-    parser.add_argument("--json", metavar="PATH",
-                        help="also write the results (and environment) to PATH")
+    parser.add_argument("--json", metavar="PATH", help="also write the results (and environment) to PATH")
     args = parser.parse_args()
     if not torch.mydev.is_available():
         print("mydev is not available (MYDEV_DEVICE_COUNT=0?)", file=sys.stderr)

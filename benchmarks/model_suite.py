@@ -32,8 +32,10 @@ class MLP(nn.Module):
     def __init__(self, width: int):
         super().__init__()
         self.layers = nn.Sequential(
-            nn.Linear(width, 4 * width), nn.GELU(),
-            nn.Linear(4 * width, 4 * width), nn.ReLU(),
+            nn.Linear(width, 4 * width),
+            nn.GELU(),
+            nn.Linear(4 * width, 4 * width),
+            nn.ReLU(),
             nn.Linear(4 * width, width),
         )
 
@@ -46,9 +48,12 @@ class SmallCNN(nn.Module):
         super().__init__()
         channels = max(8, width // 8)
         self.features = nn.Sequential(
-            nn.Conv2d(3, channels, 3, padding=1), nn.BatchNorm2d(channels), nn.ReLU(),
+            nn.Conv2d(3, channels, 3, padding=1),
+            nn.BatchNorm2d(channels),
+            nn.ReLU(),
             nn.MaxPool2d(2),
-            nn.Conv2d(channels, 2 * channels, 3, padding=1), nn.BatchNorm2d(2 * channels),
+            nn.Conv2d(channels, 2 * channels, 3, padding=1),
+            nn.BatchNorm2d(2 * channels),
             nn.ReLU(),
             nn.AdaptiveAvgPool2d(1),
         )

@@ -39,13 +39,21 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compile import make_workload  # noqa: E402
 from harness import (  # noqa: E402
-    Budget, Op, Timed, compare, format_value, progress, record_failure, render_sectioned_table,
-    run_benchmark, sync_devices,
+    Budget,
+    Op,
+    Timed,
+    compare,
+    format_value,
+    progress,
+    record_failure,
+    render_sectioned_table,
+    run_benchmark,
+    sync_devices,
 )
+from model_suite import CASES, ModelCase  # noqa: E402
 
 import inductor_backend.config as mydev_config  # noqa: E402
 from inductor_backend.kernel_languages import triton_unavailable_reason  # noqa: E402
-from model_suite import CASES, ModelCase  # noqa: E402
 
 DEVICE = "mydev:0"
 PHASES = ("inference", "training")
@@ -59,8 +67,7 @@ class TritonPathBudget(Budget):
 
 # A Triton step takes tens to hundreds of milliseconds: a repetition is one
 # or a few calls, and few repetitions are enough to see the order of magnitude.
-FULL = TritonPathBudget(name="full", warmup_reps=1, reps=5, target_rep_seconds=0.2,
-                        max_calls_per_rep=1000, size="test")
+FULL = TritonPathBudget(name="full", warmup_reps=1, reps=5, target_rep_seconds=0.2, max_calls_per_rep=1000, size="test")
 QUICK = replace(FULL, name="quick", reps=3, target_rep_seconds=0.05, size="tiny")
 
 
@@ -128,8 +135,10 @@ _WHAT = {
     "training": "Training step: forward, loss, backward, SGD foreach step, zero_grad",
 }
 SECTION_TITLES = {
-    phase: (f"{what}, compiled on mydev, ms per call (lower is better).\n"
-            "  C++ / Triton: kernel_language 'cpp' / 'triton'; eager: the model uncompiled, for reference.")
+    phase: (
+        f"{what}, compiled on mydev, ms per call (lower is better).\n"
+        "  C++ / Triton: kernel_language 'cpp' / 'triton'; eager: the model uncompiled, for reference."
+    )
     for phase, what in _WHAT.items()
 }
 
@@ -154,8 +163,11 @@ def table_cells(row: Row) -> Tuple[str, ...]:
 
 def render_table(rows: Sequence[Row]) -> str:
     ratios = sorted(row.triton_over_cpp for row in rows if row.triton_over_cpp is not None)
-    summary = (f"Triton/C++ step time: {format_value(ratios[0])}x to {format_value(ratios[-1])}x "
-               f"over {len(ratios)} rows" if ratios else "no row measured")
+    summary = (
+        f"Triton/C++ step time: {format_value(ratios[0])}x to {format_value(ratios[-1])}x over {len(ratios)} rows"
+        if ratios
+        else "no row measured"
+    )
     return "\n".join([render_sectioned_table(rows, table_cells, HEADERS, SECTION_TITLES), "", summary])
 
 
@@ -173,5 +185,13 @@ def measure_all(budget: TritonPathBudget) -> List[Row]:
 
 
 if __name__ == "__main__":
-    sys.exit(run_benchmark("triton_path", __doc__, 'short run: size "tiny", fewer repetitions',
-                           (FULL, QUICK), measure_all, render_table))
+    sys.exit(
+        run_benchmark(
+            "triton_path",
+            __doc__,
+            'short run: size "tiny", fewer repetitions',
+            (FULL, QUICK),
+            measure_all,
+            render_table,
+        )
+    )

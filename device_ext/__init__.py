@@ -23,6 +23,7 @@ from ._torch_compat import check_torch_version  # noqa: E402
 check_torch_version()
 
 from . import _C  # noqa: E402  (only after the version check: a mismatched
+
 # binary would fail with an undefined-symbol trace instead of a clear message)
 # MYDEV_CPU_FALLBACK is read now: a bad value fails the import, not the first
 # operator that would fall back, possibly hours into a run.

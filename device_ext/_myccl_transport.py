@@ -27,8 +27,7 @@ _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 def requested_transport() -> str:
     value = os.environ.get(TRANSPORT_ENV, "auto")
     if value.strip().lower() not in TRANSPORTS:
-        raise ValueError(f"{TRANSPORT_ENV}={value!r} is not a myccl transport; "
-                         f"use one of {', '.join(TRANSPORTS)}")
+        raise ValueError(f"{TRANSPORT_ENV}={value!r} is not a myccl transport; use one of {', '.join(TRANSPORTS)}")
     return value.strip().lower()
 
 
@@ -71,4 +70,3 @@ def create_backend(dist_backend_opts: Any, backend_options: Any = None) -> Any:
     # Gloo's keys apart from the shared-memory and host-identity ones.
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("myccl_gloo/", store), rank, size, timeout)
     return _C.GlooTransportBackend(gloo, timeout)
-

@@ -99,8 +99,8 @@ def reduce_mydev_tensor(tensor: torch.Tensor) -> Tuple[Any, tuple]:
     shared = None
     if storage.nbytes() > 0:
         with _counters.lock:
-            (_, handle, offset_bytes, size_bytes, pair, took_pair, sequence) = (
-                _C._ipc_share_storage(tensor, _counters.unused_pair())
+            (_, handle, offset_bytes, size_bytes, pair, took_pair, sequence) = _C._ipc_share_storage(
+                tensor, _counters.unused_pair()
             )
             if took_pair:
                 _counters.take_pair()
@@ -165,9 +165,7 @@ def rebuild_mydev_tensor(
 
 
 def refuse_mydev_storage(storage: torch.UntypedStorage) -> None:
-    raise RuntimeError(
-        "Cannot pickle mydev storage; try pickling a mydev tensor instead"
-    )
+    raise RuntimeError("Cannot pickle mydev storage; try pickling a mydev tensor instead")
 
 
 # A process that exits holding received tensors releases them, so that their

@@ -14,8 +14,7 @@ def check_torch_version() -> None:
         from ._build_info import TORCH_VERSION as built_for
     except ImportError as err:
         raise ImportError(
-            "torch-mydev is not built: run `pip install --no-build-isolation -e .` "
-            "in the source tree"
+            "torch-mydev is not built: run `pip install --no-build-isolation -e .` in the source tree"
         ) from err
     if _series(torch.__version__) != _series(built_for):
         raise ImportError(

@@ -15,8 +15,10 @@ import device_ext  # noqa: F401  (also loaded by `import torch` via autoload)
 
 
 def main() -> None:
-    print(f"torch {torch.__version__}; mydev available: {torch.mydev.is_available()}, "
-          f"{torch.mydev.device_count()} devices")
+    print(
+        f"torch {torch.__version__}; mydev available: {torch.mydev.is_available()}, "
+        f"{torch.mydev.device_count()} devices"
+    )
     props = torch.mydev.get_device_properties(0)
     print(f"  {props}")
 
@@ -44,11 +46,15 @@ def main() -> None:
 
     pinned = torch.randn(1 << 20).pin_memory()
     device_copy = pinned.to("mydev:1", non_blocking=True)
-    print(f"pinned: {pinned.is_pinned()}; copy to {device_copy.device} non_blocking, "
-          f"equal after sync: {torch.equal(device_copy.cpu(), pinned)}")
+    print(
+        f"pinned: {pinned.is_pinned()}; copy to {device_copy.device} non_blocking, "
+        f"equal after sync: {torch.equal(device_copy.cpu(), pinned)}"
+    )
 
-    print(f"memory_allocated(mydev:0) = {torch.mydev.memory_allocated(0)} bytes, "
-          f"reserved = {torch.mydev.memory_reserved(0)}")
+    print(
+        f"memory_allocated(mydev:0) = {torch.mydev.memory_allocated(0)} bytes, "
+        f"reserved = {torch.mydev.memory_reserved(0)}"
+    )
 
     torch.mydev.manual_seed(1234)
     state = torch.mydev.get_rng_state()
@@ -74,16 +80,13 @@ def compile_demo() -> None:
     """A few compiled training steps, checked against the same steps in eager
     mode on the CPU."""
     torch.manual_seed(0)
-    reference = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
-                                    torch.nn.Linear(32, 1))
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
-                                torch.nn.Linear(32, 1))
+    reference = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 1))
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 1))
     model.load_state_dict(reference.state_dict())
     model.to("mydev")
     inputs, targets = torch.randn(64, 16), torch.randn(64, 1)
 
-    def step(net: torch.nn.Module, optimizer: torch.optim.Optimizer,
-             x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def step(net: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         optimizer.zero_grad()
         loss = torch.nn.functional.mse_loss(net(x), y)
         loss.backward()
@@ -97,8 +100,10 @@ def compile_demo() -> None:
     for _ in range(3):
         loss = step(compiled, optimizer, inputs.to("mydev"), targets.to("mydev"))
         reference_loss = step(reference, reference_optimizer, inputs, targets)
-    print(f"torch.compile: 3 training steps on mydev in {time.perf_counter() - start:.1f} s "
-          f"(including compilation); loss {loss.item():.5f}, eager CPU {reference_loss.item():.5f}")
+    print(
+        f"torch.compile: 3 training steps on mydev in {time.perf_counter() - start:.1f} s "
+        f"(including compilation); loss {loss.item():.5f}, eager CPU {reference_loss.item():.5f}"
+    )
 
 
 if __name__ == "__main__":

@@ -42,9 +42,7 @@ def register(c10d: ModuleType) -> None:
         return
     Backend = c10d.Backend
     if BACKEND_NAME.upper() not in Backend._plugins:
-        Backend.register_backend(
-            BACKEND_NAME, _create_backend, extended_api=True, devices=[DEVICE_NAME]
-        )
+        Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, devices=[DEVICE_NAME])
     c10d_patches.apply(c10d, BACKEND_NAME)
     # Before finalization: the watcher threads must stop releasing tensors.
     atexit.register(_C._myccl_python_is_exiting)

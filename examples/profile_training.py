@@ -26,9 +26,13 @@ BATCH, FEATURES, HIDDEN, CLASSES = 64, 256, 512, 10
 
 def build_model() -> torch.nn.Module:
     return torch.nn.Sequential(
-        torch.nn.Linear(FEATURES, HIDDEN), torch.nn.GELU(), torch.nn.LayerNorm(HIDDEN),
-        torch.nn.Linear(HIDDEN, HIDDEN), torch.nn.GELU(),
-        torch.nn.Linear(HIDDEN, CLASSES))
+        torch.nn.Linear(FEATURES, HIDDEN),
+        torch.nn.GELU(),
+        torch.nn.LayerNorm(HIDDEN),
+        torch.nn.Linear(HIDDEN, HIDDEN),
+        torch.nn.GELU(),
+        torch.nn.Linear(HIDDEN, CLASSES),
+    )
 
 
 def main() -> None:
@@ -42,8 +46,9 @@ def main() -> None:
     model = build_model().to("mydev")
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     # Pinned host batches: their copies to the device are asynchronous.
-    batches = [(torch.randn(BATCH, FEATURES).pin_memory(),
-                torch.randint(0, CLASSES, (BATCH,)).pin_memory()) for _ in range(4)]
+    batches = [
+        (torch.randn(BATCH, FEATURES).pin_memory(), torch.randint(0, CLASSES, (BATCH,)).pin_memory()) for _ in range(4)
+    ]
 
     def step(i: int) -> torch.Tensor:
         inputs, labels = batches[i % len(batches)]
@@ -62,9 +67,12 @@ def main() -> None:
     step(0)  # warm-up outside the recordings: optimizer state, cached blocks
 
     torch.mydev.memory._record_memory_history(max_entries=100_000)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-                 schedule=schedule(wait=0, warmup=1, active=args.steps, repeat=1),
-                 record_shapes=True, profile_memory=True) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+        schedule=schedule(wait=0, warmup=1, active=args.steps, repeat=1),
+        record_shapes=True,
+        profile_memory=True,
+    ) as prof:
         for i in range(1 + args.steps):
             loss = step(i)
             prof.step()

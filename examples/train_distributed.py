@@ -21,8 +21,8 @@ IN_FEATURES, HIDDEN, OUT_FEATURES = 32, 64, 8
 
 def build_model() -> torch.nn.Sequential:
     return torch.nn.Sequential(
-        torch.nn.Linear(IN_FEATURES, HIDDEN), torch.nn.ReLU(),
-        torch.nn.Linear(HIDDEN, OUT_FEATURES))
+        torch.nn.Linear(IN_FEATURES, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, OUT_FEATURES)
+    )
 
 
 def parallelize(model: torch.nn.Module, mode: str) -> torch.nn.Module:
@@ -39,8 +39,7 @@ def parallelize(model: torch.nn.Module, mode: str) -> torch.nn.Module:
             if isinstance(layer, torch.nn.Linear):
                 fully_shard(layer, mesh=mesh)
         return fully_shard(model, mesh=mesh)
-    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
-                                                   parallelize_module)
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     # First layer split by output features, second by input features: one
     # all_reduce per forward, hidden activations stay sharded.
@@ -54,7 +53,7 @@ def batch(step: int, rows: int, teacher: torch.nn.Module, device: torch.device, 
     with torch.no_grad():
         y = teacher(x)
     if mode != "tp":  # data parallel: each rank its slice of the global batch
-        x, y = x[rank * rows:(rank + 1) * rows], y[rank * rows:(rank + 1) * rows]
+        x, y = x[rank * rows : (rank + 1) * rows], y[rank * rows : (rank + 1) * rows]
     return x.to(device), y.to(device)
 
 

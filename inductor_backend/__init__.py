@@ -56,9 +56,7 @@ def register() -> None:
         )
         # register_backend_for_device stores one scheduling class per device;
         # mydev's entry answers by config.kernel_language at each compile.
-        inductor.set_device_codegens(
-            MydevCodegens(MydevPythonWrapperCodegen, MydevCppWrapperCodegen, WrapperFxCodegen)
-        )
+        inductor.set_device_codegens(MydevCodegens(MydevPythonWrapperCodegen, MydevCppWrapperCodegen, WrapperFxCodegen))
         common.register_device_op_overrides(DEVICE, MydevDeviceOpOverrides())
         register_benchmarker()
         inductor.apply(kernel_language=lambda: config.kernel_language)

@@ -19,7 +19,6 @@ from . import config
 from .device_interface import DEVICE
 from .kernel_modules import INCLUDE_DIR
 
-
 # ATen fallbacks with a mydev C shim in mydev_cpp_wrapper.h; the others are
 # dispatched at run time.
 _OPS_WITH_MYDEV_SHIMS = {
@@ -58,7 +57,9 @@ class MydevCppWrapperCodegen(CppWrapperCpu):
             return f'#include "{header}"'
         return CppWrapperCpu.get_device_include_path_jit(device)
 
-    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, arg_types=None, **kwargs):
+    def _generate_kernel_call_helper(
+        self, kernel_name, call_args, *, device=None, triton=True, arg_types=None, **kwargs
+    ):
         device = device or V.graph.get_current_device_or_throw()
         if triton and device.type == DEVICE:
             raise _triton_needs_the_python_wrapper()
@@ -80,8 +81,7 @@ class MydevCppWrapperCodegen(CppWrapperCpu):
                 continue
             if _is_host_input(arg):
                 value = (
-                    f"mydev_compiled::host_scalar_argument({arg}.data_ptr(), "
-                    f"sizeof(std::remove_pointer_t<{arg_type}>))"
+                    f"mydev_compiled::host_scalar_argument({arg}.data_ptr(), sizeof(std::remove_pointer_t<{arg_type}>))"
                 )
             else:
                 value = f"mydev_compiled::device_argument({arg}.data_ptr())"

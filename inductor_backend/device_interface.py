@@ -43,10 +43,7 @@ class MydevInterface(dynamo_devices.DeviceInterface):
                 device = MydevInterface.Worker.current_device()
             cache = MydevInterface.Worker._properties
             if DEVICE not in cache:
-                cache[DEVICE] = [
-                    torch.mydev.get_device_properties(i)
-                    for i in range(torch.mydev.device_count())
-                ]
+                cache[DEVICE] = [torch.mydev.get_device_properties(i) for i in range(torch.mydev.device_count())]
             return cache[DEVICE][device]
 
     current_device = staticmethod(torch.mydev.current_device)

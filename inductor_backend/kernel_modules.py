@@ -107,12 +107,9 @@ def launcher_source(kernel_name: str, arg_types: Sequence[str]) -> str:
     return _LAUNCHER.format(
         kernel_name=kernel_name,
         arg_count=len(arg_types),
-        parse_arguments="\n".join(
-            _parse_argument(i, t) for i, t in enumerate(arg_types)
-        ),
+        parse_arguments="\n".join(_parse_argument(i, t) for i, t in enumerate(arg_types)),
         call_arguments=", ".join(
-            f"static_cast<{t}>(arg{i}.get())" if t.endswith("*") else f"arg{i}"
-            for i, t in enumerate(arg_types)
+            f"static_cast<{t}>(arg{i}.get())" if t.endswith("*") else f"arg{i}" for i, t in enumerate(arg_types)
         ),
     )
 
@@ -147,9 +144,7 @@ class MydevKernelCodeCache(CppPythonBindingsCodeCache):
         return lambda: get_module().launch
 
 
-def load_mydev_kernel(
-    async_compile: Any, kernel_name: str, arg_types: List[str], source: str
-) -> Any:
+def load_mydev_kernel(async_compile: Any, kernel_name: str, arg_types: List[str], source: str) -> Any:
     """What the generated wrapper calls to define a kernel: compiles in
     Inductor's compile workers when it has them, and hands back a future that
     ``async_compile.wait`` resolves, or the launcher itself."""
@@ -159,7 +154,5 @@ def load_mydev_kernel(
     if get_compile_threads() <= 1:
         return MydevKernelCodeCache.load_kernel_async(kernel_name, arg_types, source)()
     return LambdaFuture(
-        MydevKernelCodeCache.load_kernel_async(
-            kernel_name, arg_types, source, submit_fn=async_compile.submit
-        )
+        MydevKernelCodeCache.load_kernel_async(kernel_name, arg_types, source, submit_fn=async_compile.submit)
     )

@@ -23,7 +23,9 @@ class _MydevKernelCalls:
         super().write_header()
         self.imports.writeline("from inductor_backend.kernel_modules import load_mydev_kernel")
 
-    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, graph_name="", **kwargs):
+    def _generate_kernel_call_helper(
+        self, kernel_name, call_args, *, device=None, triton=True, graph_name="", **kwargs
+    ):
         device = device or V.graph.get_current_device_or_throw()
         if triton or device.type != DEVICE:
             return super()._generate_kernel_call_helper(
@@ -53,7 +55,5 @@ class MydevPythonWrapperCodegen(_MydevKernelCalls, PythonWrapperCodegen):
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
         if is_subgraph:
-            return MydevSubgraphPythonWrapperCodegen(
-                subgraph_name, parent_wrapper, partition_signatures
-            )
+            return MydevSubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
         return MydevPythonWrapperCodegen()

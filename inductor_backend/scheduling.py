@@ -36,9 +36,7 @@ class MydevScheduling(CppScheduling):
         args = self.kernel_group.args if kernel_args is None else kernel_args
         _, _, arg_types = args.cpp_argdefs()
         definition = IndentedBuffer()
-        definition.writeline(
-            f"load_mydev_kernel(async_compile, {kernel_name!r}, {arg_types!r}, r'''"
-        )
+        definition.writeline(f"load_mydev_kernel(async_compile, {kernel_name!r}, {arg_types!r}, r'''")
         definition.splice(source, strip=True)
         definition.writeline("''')")
         wrapper.define_kernel(kernel_name, definition.getvalue(), gpu=False)

@@ -36,8 +36,10 @@ def isolated_inductor(tmp_path_factory):
     cache_dir.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache_dir))
-        with torch._inductor.config.patch(fx_graph_cache=False), \
-                torch._functorch.config.patch(enable_autograd_cache=False):
+        with (
+            torch._inductor.config.patch(fx_graph_cache=False),
+            torch._functorch.config.patch(enable_autograd_cache=False),
+        ):
             yield cache_dir
 
 

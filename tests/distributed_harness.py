@@ -28,9 +28,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_ranks(module: str, worker: str, world_size: int, ranks: Optional[List[int]] = None,
-              env: Optional[Dict[str, str]] = None,
-              timeout: float = RUN_TIMEOUT_S) -> List[subprocess.CompletedProcess]:
+def run_ranks(
+    module: str,
+    worker: str,
+    world_size: int,
+    ranks: Optional[List[int]] = None,
+    env: Optional[Dict[str, str]] = None,
+    timeout: float = RUN_TIMEOUT_S,
+) -> List[subprocess.CompletedProcess]:
     """Runs ``_worker_<worker>(rank, world_size)`` of the test module
     ``module`` (in tests/) in one process per rank (``ranks``: only these);
     kills all of them after ``timeout``."""
@@ -38,19 +43,30 @@ def run_ranks(module: str, worker: str, world_size: int, ranks: Optional[List[in
     # A second rendezvous (re-initializing after destroy_process_group) needs
     # its own port: the first group's store server may still be shutting down.
     spare_port = free_port()
-    code = (
-        "import sys; sys.path.insert(0, %r); import %s as t; "
-        "t._worker_%s(int(sys.argv[1]), int(sys.argv[2]))" % (str(TESTS_DIR), module, worker)
+    code = "import sys; sys.path.insert(0, %r); import %s as t; t._worker_%s(int(sys.argv[1]), int(sys.argv[2]))" % (
+        str(TESTS_DIR),
+        module,
+        worker,
     )
     procs = []
     for rank in ranks if ranks is not None else range(world_size):
         full_env = dict(os.environ)
-        full_env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                        SPARE_MASTER_PORT=str(spare_port),
-                        PYTHONUNBUFFERED="1", **(env or {}))
-        procs.append(subprocess.Popen(
-            [sys.executable, "-c", code, str(rank), str(world_size)],
-            env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        full_env.update(
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            SPARE_MASTER_PORT=str(spare_port),
+            PYTHONUNBUFFERED="1",
+            **(env or {}),
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code, str(rank), str(world_size)],
+                env=full_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     deadline = time.monotonic() + timeout
     results = []
     try:
@@ -61,15 +77,18 @@ def run_ranks(module: str, worker: str, world_size: int, ranks: Optional[List[in
         for proc in procs:
             proc.kill()
         outputs = [proc.communicate() for proc in procs]
-        pytest.fail(f"{worker}: ranks still running after {timeout} s (hang); output:\n"
-                    + "\n".join(f"--- rank\n{o}\n{e[-3000:]}" for o, e in outputs))
+        pytest.fail(
+            f"{worker}: ranks still running after {timeout} s (hang); output:\n"
+            + "\n".join(f"--- rank\n{o}\n{e[-3000:]}" for o, e in outputs)
+        )
     return results
 
 
 def check_ok(results: List[subprocess.CompletedProcess]) -> None:
     for rank, result in enumerate(results):
         assert result.returncode == 0, (
-            f"rank {rank} exited with {result.returncode}\n{result.stdout}\n{result.stderr[-5000:]}")
+            f"rank {rank} exited with {result.returncode}\n{result.stdout}\n{result.stderr[-5000:]}"
+        )
         assert "WORKER OK" in result.stdout, result.stdout
 
 
@@ -92,8 +111,7 @@ def init_group(rank: int, world_size: int, backend: Optional[str], timeout_s: fl
     import torch.distributed as dist
 
     kwargs = {} if backend is None else {"backend": backend}
-    dist.init_process_group(rank=rank, world_size=world_size,
-                            timeout=timedelta(seconds=timeout_s), **kwargs)
+    dist.init_process_group(rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout_s), **kwargs)
 
 
 def rank_tensor(rank: int, numel: int, dtype: torch.dtype, salt: int = 0) -> torch.Tensor:
@@ -121,14 +139,17 @@ def expected_reduce(parts: List[torch.Tensor], op: str) -> torch.Tensor:
         elif op == "max":
             acc = torch.maximum(acc, part)
     if op == "avg":
-        acc = acc / len(parts) if acc_dtype.is_floating_point else torch.div(
-            acc, len(parts), rounding_mode="trunc")
+        acc = acc / len(parts) if acc_dtype.is_floating_point else torch.div(acc, len(parts), rounding_mode="trunc")
     return acc.to(dtype)
 
 
 def reduce_op(name: str):
     import torch.distributed as dist
 
-    return {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG,
-            "product": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
-            "max": dist.ReduceOp.MAX}[name]
+    return {
+        "sum": dist.ReduceOp.SUM,
+        "avg": dist.ReduceOp.AVG,
+        "product": dist.ReduceOp.PRODUCT,
+        "min": dist.ReduceOp.MIN,
+        "max": dist.ReduceOp.MAX,
+    }[name]

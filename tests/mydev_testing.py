@@ -32,6 +32,7 @@ def release_from_another_thread(latch) -> threading.Thread:
     thread.start()
     return thread
 
+
 # The dtypes copies and core ops are checked over.
 COMMON_DTYPES = [
     torch.float32,
@@ -93,8 +94,14 @@ def assert_close_to_cpu(actual, expected, *, rtol=None, atol=None, device=None, 
         assert actual.device == torch.device(device), f"{msg}: on {actual.device}, not {device}"
     if exact:
         rtol = atol = 0
-    torch.testing.assert_close(actual.detach().cpu(), expected.detach(), rtol=rtol, atol=atol,
-                               equal_nan=True, msg=(lambda m: f"{msg}: {m}") if msg else None)
+    torch.testing.assert_close(
+        actual.detach().cpu(),
+        expected.detach(),
+        rtol=rtol,
+        atol=atol,
+        equal_nan=True,
+        msg=(lambda m: f"{msg}: {m}") if msg else None,
+    )
 
 
 # Compiles f once per inductor_backend.config patch, in order, in a new
@@ -129,7 +136,9 @@ print(json.dumps(seen))
 """
 
 
-def compile_with_fx_cache(patches: List[Dict[str, object]], cache_dir: str, timeout: float = 240) -> List[Dict[str, object]]:
+def compile_with_fx_cache(
+    patches: List[Dict[str, object]], cache_dir: str, timeout: float = 240
+) -> List[Dict[str, object]]:
     """What _FX_CACHE_CLIENT saw, one dict per patch; every compile must have
     run on mydev:0 and matched eager CPU."""
     env = {"TORCHINDUCTOR_CACHE_DIR": cache_dir, "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"}

@@ -33,8 +33,9 @@ def test_host_dereference_of_a_device_pointer_dies_naming_it(access):
     assert "survived" not in result.stdout and "read" not in result.stdout
     offset = int(view_address, 16) - int(base_address, 16)
     assert offset == 8 * 4
-    assert f"mydev: host code dereferenced device pointer {view_address} (mydev:1, offset 0x" \
-        in result.stderr, result.stderr
+    assert f"mydev: host code dereferenced device pointer {view_address} (mydev:1, offset 0x" in result.stderr, (
+        result.stderr
+    )
     assert "Device memory is opaque to the host" in result.stderr
 
 
@@ -60,14 +61,15 @@ def test_kernel_reading_a_storage_resized_to_zero_is_an_illegal_address():
         assert "an illegal memory access was encountered: kernel 'aten::mul" in line, line
         # Near the view's offset from the null storage (0xfa0 bytes).
         address = re.search(r"on mydev:0 touched address (0x[0-9a-f]+), which is not a device address", line)
-        assert address is not None and 0xfa0 <= int(address.group(1), 16) < 0x1000 + 0x200, line
+        assert address is not None and 0xFA0 <= int(address.group(1), 16) < 0x1000 + 0x200, line
     assert first.startswith("first |") and sticky.startswith("sticky |")
 
 
 def test_fragmented_memory_is_all_usable_after_empty_cache():
     # With one contiguous arena the 200 MiB request failed although 254 MiB
     # were free: the 1-float block sat after the freed 150 MiB.
-    result = run_python("""
+    result = run_python(
+        """
         import torch
 
         mib = 1 << 20
@@ -77,7 +79,9 @@ def test_fragmented_memory_is_all_usable_after_empty_cache():
         torch.mydev.empty_cache()
         large = torch.full((200 * mib // 4,), 3.0, device="mydev")
         print(float(large[-1].item()), float(small.item()), flush=True)
-    """, env={"MYDEV_MEMORY_MB": "256"})
+    """,
+        env={"MYDEV_MEMORY_MB": "256"},
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["3.0", "1.0"]
 

@@ -27,8 +27,7 @@ def ops_run(fn):
     return {event.name for event in prof.events()}, result
 
 
-def qkv(batch=2, heads=4, q_len=16, kv_len=16, head_dim=8, dtype=torch.float32,
-        layout="bhld", seed=0):
+def qkv(batch=2, heads=4, q_len=16, kv_len=16, head_dim=8, dtype=torch.float32, layout="bhld", seed=0):
     """Query, key and value on the CPU. ``layout`` "blhd": [B, H, L, D]
     views of [B, L, H, D] storage, as a transformer's split heads are."""
     g = torch.Generator().manual_seed(seed)
@@ -53,8 +52,7 @@ def forward_backward(q, k, v, **kwargs):
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_fused_attention_matches_cpu_values_gradients_and_layout(layout, is_causal):
     cpu = qkv(layout=layout, kv_len=16 if is_causal else 24)
-    ops, (out, grads) = ops_run(
-        lambda: forward_backward(*(t.to(D) for t in cpu), is_causal=is_causal))
+    ops, (out, grads) = ops_run(lambda: forward_backward(*(t.to(D) for t in cpu), is_causal=is_causal))
     assert FUSED in ops and FUSED_BACKWARD in ops and MATH not in ops
     ref_out, ref_grads = forward_backward(*cpu, is_causal=is_causal)
     assert_close_to_cpu(out, ref_out, rtol=1e-5, atol=1e-5)
@@ -76,24 +74,29 @@ def test_fused_attention_in_reduced_precision(dtype):
 
 def test_fused_attention_op_results_follow_its_meta_contract():
     q, k, v = (t.to(D) for t in qkv(layout="blhd"))
-    out, logsumexp, *_rest, max_q, max_k, _seed, _offset, _debug = \
+    out, logsumexp, *_rest, max_q, max_k, _seed, _offset, _debug = (
         torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v)
+    )
     with torch._subclasses.fake_tensor.FakeTensorMode() as mode:
         fake = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
-            *(mode.from_tensor(t) for t in (q, k, v)))
+            *(mode.from_tensor(t) for t in (q, k, v))
+        )
     assert out.stride() == fake[0].stride() and logsumexp.stride() == fake[1].stride()
     assert logsumexp.shape == (2, 4, 16) and logsumexp.dtype == torch.float32
     assert (max_q, max_k) == (16, 16)
 
 
-@pytest.mark.parametrize("case, fused", [
-    ("bool_mask", True),          # the CPU's flash kernel takes masks
-    ("float_mask_with_grad", False),  # no gradient for the mask
-    ("dropout", False),
-    ("three_dims", False),
-    ("grouped_query", False),     # the fused op has no enable_gqa
-    ("float64", False),           # its logsumexp is float32 by contract
-])
+@pytest.mark.parametrize(
+    "case, fused",
+    [
+        ("bool_mask", True),  # the CPU's flash kernel takes masks
+        ("float_mask_with_grad", False),  # no gradient for the mask
+        ("dropout", False),
+        ("three_dims", False),
+        ("grouped_query", False),  # the fused op has no enable_gqa
+        ("float64", False),  # its logsumexp is float32 by contract
+    ],
+)
 def test_attention_takes_the_fused_op_only_where_it_serves(case, fused):
     q, k, v = qkv()
     kwargs = {}
@@ -110,8 +113,7 @@ def test_attention_takes_the_fused_op_only_where_it_serves(case, fused):
         kwargs["enable_gqa"] = True
     else:
         q, k, v = q.double(), k.double(), v.double()
-    dev_kwargs = {name: (value.to(D) if isinstance(value, torch.Tensor) else value)
-                  for name, value in kwargs.items()}
+    dev_kwargs = {name: (value.to(D) if isinstance(value, torch.Tensor) else value) for name, value in kwargs.items()}
     ops, out = ops_run(lambda: F.scaled_dot_product_attention(q.to(D), k.to(D), v.to(D), **dev_kwargs))
     assert (FUSED in ops) == fused
     if case == "dropout":
@@ -132,12 +134,15 @@ def test_fused_attention_bad_input_raises_and_the_device_recovers():
     assert_device_still_usable()
 
 
-@pytest.mark.parametrize("input_format, weight_format", [
-    (torch.channels_last, torch.contiguous_format),
-    (torch.contiguous_format, torch.channels_last),
-    (torch.channels_last, torch.channels_last),
-    (torch.contiguous_format, torch.contiguous_format),
-])
+@pytest.mark.parametrize(
+    "input_format, weight_format",
+    [
+        (torch.channels_last, torch.contiguous_format),
+        (torch.contiguous_format, torch.channels_last),
+        (torch.channels_last, torch.channels_last),
+        (torch.contiguous_format, torch.contiguous_format),
+    ],
+)
 def test_convolution_output_layout_and_gradients_match_cpu(input_format, weight_format):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 8, 12, 12, generator=g).to(memory_format=input_format)
@@ -175,8 +180,10 @@ def test_benchmarked_convolutions_match_cpu_values_gradients_and_strides(name, m
         # Made on the device itself (seeded generator there), then the same
         # values for the CPU.
         g = torch.Generator(device=D).manual_seed(0)
-        tensors = [torch.randn(shape, device=D, generator=g)
-                   for shape in ((2, in_channels, 10, 10), weight_shape, (out_channels,))]
+        tensors = [
+            torch.randn(shape, device=D, generator=g)
+            for shape in ((2, in_channels, 10, 10), weight_shape, (out_channels,))
+        ]
         x, w, b = (t.to(device) for t in tensors)
         x = x.contiguous(memory_format=memory_format).requires_grad_()
         w = w.contiguous(memory_format=memory_format).requires_grad_()

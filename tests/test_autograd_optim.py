@@ -16,8 +16,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.testing._internal.common_optimizers import optim_db
 
-from mydev_testing import (N_DEVICES, assert_close_to_cpu, assert_device_still_usable, hold_stream, needs_two_devices,
-                           run_python)
+from mydev_testing import (
+    N_DEVICES,
+    assert_close_to_cpu,
+    assert_device_still_usable,
+    hold_stream,
+    needs_two_devices,
+    run_python,
+)
 
 D = "mydev:0"
 D1 = "mydev:1"
@@ -38,10 +44,10 @@ def cpu_index(high, *shape, seed=0):
 # =========================================================================
 def _inplace_on_views(a, b):
     y = a * 1.0
-    y[:, 1].mul_(b[:, 0])          # in place on a column view
-    y.t()[2].add_(b[:, 1])         # in place on a view of a transposed view
-    y[1:3].clamp_(min=-0.5)        # in place on a row slice
-    y.diagonal().exp_()            # in place on the diagonal (saves its output)
+    y[:, 1].mul_(b[:, 0])  # in place on a column view
+    y.t()[2].add_(b[:, 1])  # in place on a view of a transposed view
+    y[1:3].clamp_(min=-0.5)  # in place on a row slice
+    y.diagonal().exp_()  # in place on the diagonal (saves its output)
     return y * b
 
 
@@ -60,95 +66,152 @@ def _mask(shape, seed):
 # name -> (make CPU inputs, function). Floating inputs get requires_grad.
 GRAD_CASES = {
     # elementwise
-    "arith_broadcast": (lambda: (cpu_values(3, 4), cpu_values(4, seed=1)),
-                        lambda a, b: (a * b + a / (b.abs() + 1) - b ** 2).sin()),
-    "unary_chain": (lambda: (cpu_values(3, 5),),
-                    lambda a: a.exp().log1p().tanh() + a.sigmoid() * a.abs() + a.clamp(-0.5, 0.5)
-                    + F.gelu(a) + F.relu(a) + F.silu(a) + a.rsqrt().nan_to_num(0.0) * 0),
-    "pow_tensor_tensor": (lambda: (cpu_values(3, 4, low=0.5), cpu_values(4, seed=1)),
-                          lambda a, b: torch.pow(a, b)),
-    "addcmul_lerp": (lambda: (cpu_values(3, 4), cpu_values(3, 4, seed=1), cpu_values(3, 4, seed=2)),
-                     lambda a, b, c: torch.addcmul(a, b, c, value=0.5) + torch.lerp(a, b, 0.3)),
+    "arith_broadcast": (
+        lambda: (cpu_values(3, 4), cpu_values(4, seed=1)),
+        lambda a, b: (a * b + a / (b.abs() + 1) - b**2).sin(),
+    ),
+    "unary_chain": (
+        lambda: (cpu_values(3, 5),),
+        lambda a: (
+            a.exp().log1p().tanh()
+            + a.sigmoid() * a.abs()
+            + a.clamp(-0.5, 0.5)
+            + F.gelu(a)
+            + F.relu(a)
+            + F.silu(a)
+            + a.rsqrt().nan_to_num(0.0) * 0
+        ),
+    ),
+    "pow_tensor_tensor": (lambda: (cpu_values(3, 4, low=0.5), cpu_values(4, seed=1)), lambda a, b: torch.pow(a, b)),
+    "addcmul_lerp": (
+        lambda: (cpu_values(3, 4), cpu_values(3, 4, seed=1), cpu_values(3, 4, seed=2)),
+        lambda a, b, c: torch.addcmul(a, b, c, value=0.5) + torch.lerp(a, b, 0.3),
+    ),
     # matmul family
     "mm": (lambda: (cpu_values(5, 4), cpu_values(4, 3, seed=1)), lambda a, b: a @ b),
     "matmul_broadcast": (lambda: (cpu_values(2, 5, 4), cpu_values(4, 3, seed=1)), torch.matmul),
     "bmm": (lambda: (cpu_values(2, 5, 4), cpu_values(2, 4, 3, seed=1)), torch.bmm),
-    "addmm": (lambda: (cpu_values(3), cpu_values(5, 4, seed=1), cpu_values(4, 3, seed=2)),
-              lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0)),
+    "addmm": (
+        lambda: (cpu_values(3), cpu_values(5, 4, seed=1), cpu_values(4, 3, seed=2)),
+        lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0),
+    ),
     "linear": (lambda: (cpu_values(6, 4), cpu_values(3, 4, seed=1), cpu_values(3, seed=2)), F.linear),
-    "einsum": (lambda: (cpu_values(2, 3, 4), cpu_values(2, 4, 5, seed=1)),
-               lambda a, b: torch.einsum("bij,bjk->bik", a, b)),
+    "einsum": (
+        lambda: (cpu_values(2, 3, 4), cpu_values(2, 4, 5, seed=1)),
+        lambda a, b: torch.einsum("bij,bjk->bik", a, b),
+    ),
     # reductions
     "sum_mean": (lambda: (cpu_values(3, 4, 5),), lambda a: a.sum(1) + a.mean(1) + a.mean((0, 2)).sum() + a.sum()),
     "prod": (lambda: (cpu_values(3, 4, 5),), lambda a: a.prod(1)),
     "amax_max_min": (lambda: (cpu_values(3, 4, 5),), lambda a: a.amax(1) + a.max(1).values * 2 - a.min()),
-    "norm_var_std": (lambda: (cpu_values(3, 6),),
-                     lambda a: torch.linalg.vector_norm(a, dim=1) + a.var(1) + a.std(1, correction=0)),
-    "logsumexp_cumsum_cumprod": (lambda: (cpu_values(3, 6),),
-                                 lambda a: (a.logsumexp(1, keepdim=True) * a.cumsum(1), a.cumprod(1))),
+    "norm_var_std": (
+        lambda: (cpu_values(3, 6),),
+        lambda a: torch.linalg.vector_norm(a, dim=1) + a.var(1) + a.std(1, correction=0),
+    ),
+    "logsumexp_cumsum_cumprod": (
+        lambda: (cpu_values(3, 6),),
+        lambda a: (a.logsumexp(1, keepdim=True) * a.cumsum(1), a.cumprod(1)),
+    ),
     "softmax": (lambda: (cpu_values(3, 4, 7),), lambda a: F.softmax(a, -1)),
     "log_softmax": (lambda: (cpu_values(3, 7),), lambda a: F.log_softmax(a, 0)),
-    "layer_norm": (lambda: (cpu_values(3, 4, 6), cpu_values(6, seed=1), cpu_values(6, seed=2)),
-                   lambda a, w, b: F.layer_norm(a, (6,), w, b)),
-    "batch_norm_train": (lambda: (cpu_values(4, 3, 5), cpu_values(3, seed=1), cpu_values(3, seed=2)),
-                         lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True)),
+    "layer_norm": (
+        lambda: (cpu_values(3, 4, 6), cpu_values(6, seed=1), cpu_values(6, seed=2)),
+        lambda a, w, b: F.layer_norm(a, (6,), w, b),
+    ),
+    "batch_norm_train": (
+        lambda: (cpu_values(4, 3, 5), cpu_values(3, seed=1), cpu_values(3, seed=2)),
+        lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+    ),
     # embedding and index ops
-    "embedding": (lambda: (torch.tensor([[1, 3, 3], [0, 5, 1]]), cpu_values(6, 4)),
-                  lambda idx, w: F.embedding(idx, w, padding_idx=0)),
-    "index_select": (lambda: (cpu_values(3, 6), torch.tensor([5, 0, 5, 2])),
-                     lambda a, idx: a.index_select(1, idx)),
+    "embedding": (
+        lambda: (torch.tensor([[1, 3, 3], [0, 5, 1]]), cpu_values(6, 4)),
+        lambda idx, w: F.embedding(idx, w, padding_idx=0),
+    ),
+    "index_select": (lambda: (cpu_values(3, 6), torch.tensor([5, 0, 5, 2])), lambda a, idx: a.index_select(1, idx)),
     "gather": (lambda: (cpu_values(3, 6), cpu_index(6, 3, 4)), lambda a, idx: a.gather(1, idx)),
-    "scatter_add": (lambda: (cpu_values(3, 6), cpu_index(6, 3, 4), cpu_values(3, 4, seed=1)),
-                    lambda a, idx, src: a.scatter_add(1, idx, src)),
-    "advanced_indexing": (lambda: (cpu_values(5, 4), torch.tensor([4, 0, 4, 1])),
-                          lambda a, idx: (a[idx], a[:, [3, 0, 3]], a[a > 0.5])),
-    "index_add": (lambda: (cpu_values(5, 3), torch.tensor([0, 4, 0]), cpu_values(3, 3, seed=1)),
-                  lambda a, idx, src: a.index_add(0, idx, src, alpha=2.0)),
-    "index_put_accumulate": (lambda: (cpu_values(5, 3), torch.tensor([1, 1, 3]), cpu_values(3, 3, seed=1)),
-                             lambda a, idx, v: a.index_put((idx,), v, accumulate=True)),
-    "masked_fill_scatter": (lambda: (cpu_values(4, 5), _mask((4, 5), seed=7)),
-                            lambda a, m: a.masked_fill(m, 0.0) * 2),
+    "scatter_add": (
+        lambda: (cpu_values(3, 6), cpu_index(6, 3, 4), cpu_values(3, 4, seed=1)),
+        lambda a, idx, src: a.scatter_add(1, idx, src),
+    ),
+    "advanced_indexing": (
+        lambda: (cpu_values(5, 4), torch.tensor([4, 0, 4, 1])),
+        lambda a, idx: (a[idx], a[:, [3, 0, 3]], a[a > 0.5]),
+    ),
+    "index_add": (
+        lambda: (cpu_values(5, 3), torch.tensor([0, 4, 0]), cpu_values(3, 3, seed=1)),
+        lambda a, idx, src: a.index_add(0, idx, src, alpha=2.0),
+    ),
+    "index_put_accumulate": (
+        lambda: (cpu_values(5, 3), torch.tensor([1, 1, 3]), cpu_values(3, 3, seed=1)),
+        lambda a, idx, v: a.index_put((idx,), v, accumulate=True),
+    ),
+    "masked_fill_scatter": (lambda: (cpu_values(4, 5), _mask((4, 5), seed=7)), lambda a, m: a.masked_fill(m, 0.0) * 2),
     "sort_topk": (lambda: (cpu_values(3, 6),), lambda a: (a.sort(1).values, a.topk(2, dim=1).values)),
     # cat / stack / split
-    "cat_stack": (lambda: (cpu_values(3, 2), cpu_values(3, 4, seed=1), cpu_values(3, 2, seed=2)),
-                  lambda a, b, c: (torch.cat([a, b, c], 1), torch.stack([a, c], 0))),
+    "cat_stack": (
+        lambda: (cpu_values(3, 2), cpu_values(3, 4, seed=1), cpu_values(3, 2, seed=2)),
+        lambda a, b, c: (torch.cat([a, b, c], 1), torch.stack([a, c], 0)),
+    ),
     "split_chunk": (lambda: (cpu_values(4, 6),), lambda a: (*a.split([1, 3], 0), a.chunk(3, 1)[1] * 2)),
     # views and in place
     "view_chain": (lambda: (cpu_values(5, 4),), _view_chain),
     "inplace_on_views": (lambda: (cpu_values(4, 4), cpu_values(4, 4, seed=1)), _inplace_on_views),
-    "where": (lambda: (cpu_values(4, 5), cpu_values(4, 5, seed=1)),
-              lambda a, b: torch.where(a > 0, a, b * 2) + torch.where(b < 0, 1.0, a)),
+    "where": (
+        lambda: (cpu_values(4, 5), cpu_values(4, 5, seed=1)),
+        lambda a, b: torch.where(a > 0, a, b * 2) + torch.where(b < 0, 1.0, a),
+    ),
     # convolution / pooling
-    "conv2d": (lambda: (cpu_values(2, 3, 7, 7), cpu_values(4, 3, 3, 3, seed=1), cpu_values(4, seed=2)),
-               lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1)),
-    "conv2d_groups_dilation": (lambda: (cpu_values(2, 4, 8, 8), cpu_values(6, 2, 3, 3, seed=1)),
-                               lambda x, w: F.conv2d(x, w, groups=2, dilation=2, padding=2)),
-    "conv_transpose2d": (lambda: (cpu_values(2, 3, 4, 4), cpu_values(3, 2, 3, 3, seed=1)),
-                         lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1)),
-    "max_pool2d": (lambda: (cpu_values(2, 3, 8, 8),),
-                   lambda x: (F.max_pool2d(x, 2), F.max_pool2d(x, 3, stride=2, padding=1))),
-    "avg_adaptive_pool2d": (lambda: (cpu_values(2, 3, 7, 7),),
-                            lambda x: (F.avg_pool2d(x, 3, stride=2), F.adaptive_avg_pool2d(x, 3))),
-    "interpolate_bilinear": (lambda: (cpu_values(1, 2, 4, 5),),
-                             lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)),
+    "conv2d": (
+        lambda: (cpu_values(2, 3, 7, 7), cpu_values(4, 3, 3, 3, seed=1), cpu_values(4, seed=2)),
+        lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1),
+    ),
+    "conv2d_groups_dilation": (
+        lambda: (cpu_values(2, 4, 8, 8), cpu_values(6, 2, 3, 3, seed=1)),
+        lambda x, w: F.conv2d(x, w, groups=2, dilation=2, padding=2),
+    ),
+    "conv_transpose2d": (
+        lambda: (cpu_values(2, 3, 4, 4), cpu_values(3, 2, 3, 3, seed=1)),
+        lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1),
+    ),
+    "max_pool2d": (
+        lambda: (cpu_values(2, 3, 8, 8),),
+        lambda x: (F.max_pool2d(x, 2), F.max_pool2d(x, 3, stride=2, padding=1)),
+    ),
+    "avg_adaptive_pool2d": (
+        lambda: (cpu_values(2, 3, 7, 7),),
+        lambda x: (F.avg_pool2d(x, 3, stride=2), F.adaptive_avg_pool2d(x, 3)),
+    ),
+    "interpolate_bilinear": (
+        lambda: (cpu_values(1, 2, 4, 5),),
+        lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False),
+    ),
     "scaled_dot_product_attention": (
         lambda: (cpu_values(2, 2, 5, 4), cpu_values(2, 2, 5, 4, seed=1), cpu_values(2, 2, 5, 4, seed=2)),
-        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    ),
     # losses
-    "cross_entropy": (lambda: (cpu_values(6, 5), torch.tensor([0, 4, 2, 2, 1, 3])),
-                      lambda x, t: F.cross_entropy(x, t)),
+    "cross_entropy": (lambda: (cpu_values(6, 5), torch.tensor([0, 4, 2, 2, 1, 3])), lambda x, t: F.cross_entropy(x, t)),
     "cross_entropy_weight_smoothing_ignore": (
         lambda: (cpu_values(6, 5), torch.tensor([0, 4, -100, 2, 1, 3]), cpu_values(5, low=0.1, high=1.0, seed=3)),
-        lambda x, t, w: F.cross_entropy(x, t, weight=w.detach(), ignore_index=-100, label_smoothing=0.1)),
+        lambda x, t, w: F.cross_entropy(x, t, weight=w.detach(), ignore_index=-100, label_smoothing=0.1),
+    ),
     "cross_entropy_probabilities_2d": (
         lambda: (cpu_values(2, 4, 3, 3), cpu_values(2, 4, 3, 3, seed=1).softmax(1)),
-        lambda x, t: F.cross_entropy(x, t, reduction="sum")),
-    "mse_loss": (lambda: (cpu_values(4, 5), cpu_values(4, 5, seed=1)),
-                 lambda a, b: (F.mse_loss(a, b), F.mse_loss(a, b, reduction="none"))),
-    "other_losses": (lambda: (cpu_values(4, 5), cpu_values(4, 5, low=0.0, high=1.0, seed=1)),
-                     lambda a, b: F.binary_cross_entropy_with_logits(a, b) + F.smooth_l1_loss(a, b)
-                     + F.kl_div(F.log_softmax(a, 1), b.softmax(1), reduction="batchmean")
-                     + F.nll_loss(F.log_softmax(a, 1), torch.tensor([0, 1, 4, 2], device=a.device))),
+        lambda x, t: F.cross_entropy(x, t, reduction="sum"),
+    ),
+    "mse_loss": (
+        lambda: (cpu_values(4, 5), cpu_values(4, 5, seed=1)),
+        lambda a, b: (F.mse_loss(a, b), F.mse_loss(a, b, reduction="none")),
+    ),
+    "other_losses": (
+        lambda: (cpu_values(4, 5), cpu_values(4, 5, low=0.0, high=1.0, seed=1)),
+        lambda a, b: (
+            F.binary_cross_entropy_with_logits(a, b)
+            + F.smooth_l1_loss(a, b)
+            + F.kl_div(F.log_softmax(a, 1), b.softmax(1), reduction="batchmean")
+            + F.nll_loss(F.log_softmax(a, 1), torch.tensor([0, 1, 4, 2], device=a.device))
+        ),
+    ),
 }
 
 
@@ -176,8 +239,10 @@ def test_gradients_match_cpu(case):
     assert_close_to_cpu(grads, ref_grads, device=D, msg=f"{case} grads")
 
 
-@pytest.mark.parametrize("case", ["arith_broadcast", "softmax", "layer_norm", "conv2d", "max_pool2d",
-                                  "index_put_accumulate", "inplace_on_views"])
+@pytest.mark.parametrize(
+    "case",
+    ["arith_broadcast", "softmax", "layer_norm", "conv2d", "max_pool2d", "index_put_accumulate", "inplace_on_views"],
+)
 def test_gradcheck_on_device(case):
     """Numerical vs analytical Jacobian, entirely on mydev (float64)."""
     make_inputs, fn = GRAD_CASES[case]
@@ -233,7 +298,7 @@ def test_retain_graph_accumulates_like_cpu():
 def test_higher_order_gradients_match_cpu():
     def run(device):
         x = cpu_values(5, seed=4).to(device).requires_grad_()
-        y = (x.sin() * x ** 3).sum()
+        y = (x.sin() * x**3).sum()
         (g,) = torch.autograd.grad(y, x, create_graph=True)
         (gg,) = torch.autograd.grad(g.sum(), x, create_graph=True)
         (ggg,) = torch.autograd.grad((gg * x).sum(), x)
@@ -250,7 +315,7 @@ def test_higher_order_gradients_match_cpu():
     assert_close_to_cpu(list(out), list(ref))
     # Against the closed form too: d2/dx2 [sin(x) x^3].
     x = cpu_values(5, seed=4)
-    analytic = -x.sin() * x ** 3 + 6 * x.cos() * x ** 2 + 6 * x * x.sin()
+    analytic = -x.sin() * x**3 + 6 * x.cos() * x**2 + 6 * x * x.sin()
     assert_close_to_cpu(out[1], analytic)
 
 
@@ -264,11 +329,14 @@ def test_backward_errors_and_device_usable():
     x = cpu_values(3).to(D).requires_grad_()
     with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
         (x * 2).backward()
-    with pytest.raises(RuntimeError, match=re.escape("invalid gradient at index 0 - expected device mydev:0 but got cpu")):
+    with pytest.raises(
+        RuntimeError, match=re.escape("invalid gradient at index 0 - expected device mydev:0 but got cpu")
+    ):
         (x * 2).backward(torch.ones(3, dtype=torch.float64))
     if N_DEVICES >= 2:
-        with pytest.raises(RuntimeError,
-                           match=re.escape("invalid gradient at index 0 - expected device mydev:0 but got mydev:1")):
+        with pytest.raises(
+            RuntimeError, match=re.escape("invalid gradient at index 0 - expected device mydev:0 but got mydev:1")
+        ):
             (x * 2).backward(torch.ones(3, dtype=torch.float64, device=D1))
     y = (x.exp() * 2).sum()
     y.backward()
@@ -277,8 +345,10 @@ def test_backward_errors_and_device_usable():
     other = torch.ones(2, device=D, requires_grad=True)
     with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
         torch.autograd.grad((x * 2).sum(), [x, other])
-    with pytest.raises(RuntimeError, match=re.escape(
-            "attempting to assign a gradient with device type 'cpu' to a tensor with device type 'mydev'")):
+    with pytest.raises(
+        RuntimeError,
+        match=re.escape("attempting to assign a gradient with device type 'cpu' to a tensor with device type 'mydev'"),
+    ):
         x.grad = torch.ones(3, dtype=torch.float64)
     # The graph machinery still works after the errors.
     x.grad = None
@@ -355,10 +425,10 @@ def test_backward_across_devices():
     def run(dev0, dev1, dev2):
         a = cpu_values(4, 5).to(dev0).requires_grad_()
         b = cpu_values(5, 3, seed=1).to(dev1).requires_grad_()
-        h = (a.sin() * 2).to(dev1)             # crosses mydev:0 -> mydev:1
+        h = (a.sin() * 2).to(dev1)  # crosses mydev:0 -> mydev:1
         out = (h @ b).relu()
-        back = out.to(dev0) * a[:, :3]          # and back to mydev:0
-        loss = back.sum().to(dev2) + out.to(dev2).pow(2).sum()   # ends on the CPU
+        back = out.to(dev0) * a[:, :3]  # and back to mydev:0
+        loss = back.sum().to(dev2) + out.to(dev2).pow(2).sum()  # ends on the CPU
         loss.backward()
         return a.grad, b.grad, loss
 
@@ -443,9 +513,10 @@ def _run_optimizer(cls, kwargs, device, steps=3, matrices_only=False):
     params = _make_params(device, matrices_only)
     opt = cls(params, **kwargs)
     for step in range(steps):
+
         def closure(step=step):
             opt.zero_grad()
-            loss = sum(((p * (step + 1)).sin() ** 2).sum() + 0.1 * (p ** 2).sum() for p in params)
+            loss = sum(((p * (step + 1)).sin() ** 2).sum() + 0.1 * (p**2).sum() for p in params)
             loss.backward()
             return loss
 
@@ -458,8 +529,9 @@ def _compare_optimizer_runs(cls, kwargs_cpu, kwargs_dev, matrices_only=False, rt
     params, opt = _run_optimizer(cls, kwargs_dev, D, matrices_only=matrices_only)
     start = _make_params("cpu", matrices_only)
     assert any(not torch.equal(p.detach(), s) for p, s in zip(ref_params, start)), "the optimizer did not move"
-    assert_close_to_cpu([p.detach() for p in params], [p.detach() for p in ref_params], device=D,
-                        rtol=rtol, atol=atol, msg="params")
+    assert_close_to_cpu(
+        [p.detach() for p in params], [p.detach() for p in ref_params], device=D, rtol=rtol, atol=atol, msg="params"
+    )
     # The optimizer state matches too; state shaped like its parameter lives
     # on the parameter's device.
     for p, ref_p in zip(params, ref_params):
@@ -480,8 +552,13 @@ def _assert_state_close(value, ref_value, param, key, rtol, atol):
         assert isinstance(value, torch.Tensor), key
         if value.shape == param.shape and value.numel() > 1:
             assert value.device == param.device, (key, value.device)
-        torch.testing.assert_close(value.detach().cpu().to(ref_value.dtype), ref_value.detach(),
-                                   rtol=rtol, atol=atol, msg=lambda m: f"state {key}: {m}")
+        torch.testing.assert_close(
+            value.detach().cpu().to(ref_value.dtype),
+            ref_value.detach(),
+            rtol=rtol,
+            atol=atol,
+            msg=lambda m: f"state {key}: {m}",
+        )
     elif isinstance(ref_value, float):
         assert value == pytest.approx(ref_value, rel=rtol or 1.3e-6, abs=atol or 1e-5), key
     else:
@@ -511,8 +588,7 @@ def test_capturable_optimizer_matches_cpu(name, foreach):
     rearranged (tensor step, device-side bias correction), so float32
     results differ in the last bits: rtol 1e-5, atol 1e-6."""
     cls = _OPTIMS[name].optim_cls
-    _compare_optimizer_runs(cls, {"foreach": foreach}, {"foreach": foreach, "capturable": True},
-                            rtol=1e-5, atol=1e-6)
+    _compare_optimizer_runs(cls, {"foreach": foreach}, {"foreach": foreach, "capturable": True}, rtol=1e-5, atol=1e-6)
 
 
 def test_fused_optimizers_accepted_on_mydev():
@@ -520,6 +596,7 @@ def test_fused_optimizers_accepted_on_mydev():
     optimizer kernels, so fused=True is accepted (no refusal) and the fused
     step keeps its step counter on the device."""
     from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
     assert "mydev" in _get_fused_kernels_supported_devices()
     for cls in (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW, torch.optim.Adagrad):
         params, opt = _run_optimizer(cls, {"fused": True, "lr": 0.01}, D, steps=1)
@@ -549,10 +626,12 @@ def _scaler_run(device, inject_inf_at=(), opt_kwargs=None, steps=4, growth_inter
     """Trains two parameters with Adam under a GradScaler; at the steps in
     ``inject_inf_at`` one gradient gets an inf after backward. Returns the
     params, the scale after each update, the Adam step counts and the losses."""
-    params = [nn.Parameter(cpu_values(4, 3, dtype=torch.float32).to(device)),
-              nn.Parameter(cpu_values(3, seed=1, dtype=torch.float32).to(device))]
+    params = [
+        nn.Parameter(cpu_values(4, 3, dtype=torch.float32).to(device)),
+        nn.Parameter(cpu_values(3, seed=1, dtype=torch.float32).to(device)),
+    ]
     opt = torch.optim.Adam(params, lr=0.01, **(opt_kwargs or {}))
-    scaler = torch.amp.GradScaler(device.split(":")[0], init_scale=2.0 ** 10, growth_interval=growth_interval)
+    scaler = torch.amp.GradScaler(device.split(":")[0], init_scale=2.0**10, growth_interval=growth_interval)
     scales, snapshots = [], []
     for step in range(steps):
         opt.zero_grad()
@@ -616,7 +695,9 @@ def test_grad_scaler_misuse_raises_and_device_usable():
     scaler = torch.amp.GradScaler("mydev")
     scaler.scale((p * 2).sum()).backward()
     scaler.unscale_(opt)
-    with pytest.raises(RuntimeError, match=re.escape("unscale_() has already been called on this optimizer since the last update().")):
+    with pytest.raises(
+        RuntimeError, match=re.escape("unscale_() has already been called on this optimizer since the last update().")
+    ):
         scaler.unscale_(opt)
     scaler.step(opt)
     with pytest.raises(RuntimeError, match=re.escape("step() has already been called since the last update().")):
@@ -678,9 +759,13 @@ def test_autocast_enabled_and_dtype_flags():
 
 def test_autocast_unsupported_dtype_warns_and_disables():
     a = torch.ones(2, 2, device=D)
-    with pytest.warns(UserWarning, match=re.escape(
+    with pytest.warns(
+        UserWarning,
+        match=re.escape(
             "In mydev autocast, but the target dtype is not supported. Disabling autocast.\n"
-            "mydev Autocast only supports dtypes of torch.float16, torch.bfloat16 currently.")):
+            "mydev Autocast only supports dtypes of torch.float16, torch.bfloat16 currently."
+        ),
+    ):
         ctx = torch.autocast("mydev", dtype=torch.float64)
     with ctx:
         assert not torch.is_autocast_enabled("mydev")
@@ -747,12 +832,16 @@ def _fp32_cases():
         "log": (torch.log, upcast),
         "pow": (lambda h: torch.pow(h, 2), upcast),
         "logsumexp": (lambda h: torch.logsumexp(h, 1), upcast),
-        "cross_entropy": (lambda h: F.cross_entropy(h, t.to(h.device)),
-                          lambda h: F.nll_loss(F.log_softmax(h, 1).float(), t)),
+        "cross_entropy": (
+            lambda h: F.cross_entropy(h, t.to(h.device)),
+            lambda h: F.nll_loss(F.log_softmax(h, 1).float(), t),
+        ),
         "nll_loss": (lambda h: F.nll_loss(h, t.to(h.device)), upcast),
         "mse_loss": (lambda h: F.mse_loss(h, torch.zeros_like(h)), upcast),
         "binary_cross_entropy_with_logits": (
-            lambda h: F.binary_cross_entropy_with_logits(h, torch.ones_like(h)), upcast),
+            lambda h: F.binary_cross_entropy_with_logits(h, torch.ones_like(h)),
+            upcast,
+        ),
         "norm": (lambda h: torch.norm(h), upcast),
     }
 
@@ -814,8 +903,10 @@ def test_autocast_binary_cross_entropy_is_banned_like_cuda():
     """CUDA's autocast refuses F.binary_cross_entropy (unsafe in float16)."""
     p = torch.full((4,), 0.5, device=D)
     with torch.autocast("mydev", dtype=torch.float16):
-        with pytest.raises(RuntimeError, match=re.escape(
-                "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.")):
+        with pytest.raises(
+            RuntimeError,
+            match=re.escape("torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast."),
+        ):
             F.binary_cross_entropy(p, torch.ones(4, device=D))
     assert_device_still_usable()
 
@@ -828,8 +919,10 @@ def test_autocast_backward_matches_manual_casts(dtype):
     dtype (the matmuls run in it): rtol 1.6e-2 (bf16) / 1e-3 (fp16)."""
 
     def params(device):
-        return [cpu_values(*s, seed=i, dtype=torch.float32).to(device).requires_grad_()
-                for i, s in enumerate([(8, 6), (8,), (4, 8), (4,)])]
+        return [
+            cpu_values(*s, seed=i, dtype=torch.float32).to(device).requires_grad_()
+            for i, s in enumerate([(8, 6), (8,), (4, 8), (4,)])
+        ]
 
     x = cpu_values(5, 6, seed=20, dtype=torch.float32)
     t = torch.tensor([0, 3, 1, 2, 3])
@@ -999,7 +1092,7 @@ def test_random_per_device_generators():
     # Same Philox seed and offset on both devices: same stream (what DTensor relies on).
     assert torch.equal(torch.randn(N_RAND, device=D).cpu(), a1)
     with torch.mydev.device(1):
-        torch.mydev.manual_seed(12)   # seeds the current device only
+        torch.mydev.manual_seed(12)  # seeds the current device only
     assert _seed_of(torch.mydev.get_rng_state(1)) == 12
     assert _seed_of(torch.mydev.get_rng_state(0)) == 11
 
@@ -1067,8 +1160,9 @@ def test_rng_state_bad_input_and_device_usable():
     state = torch.mydev.get_rng_state()
     with pytest.raises(TypeError, match="RNG state must be a torch.ByteTensor"):
         torch.mydev.set_rng_state(state.float())
-    with pytest.raises(RuntimeError, match=re.escape(
-            "mydev RNG state must be 16 bytes (seed: uint64, offset: int64), got 8")):
+    with pytest.raises(
+        RuntimeError, match=re.escape("mydev RNG state must be 16 bytes (seed: uint64, offset: int64), got 8")
+    ):
         torch.mydev.set_rng_state(state[:8])
     with pytest.raises(RuntimeError, match="Expected a 'mydev' device type for generator but found 'cpu'"):
         torch.randn(3, device=D, generator=torch.Generator())

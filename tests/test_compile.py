@@ -17,8 +17,15 @@ import torch.nn.functional as F
 from torch._dynamo.utils import counters
 from torch._inductor.utils import run_and_get_code
 
-from mydev_testing import (N_DEVICES, assert_close_to_cpu, assert_device_still_usable, compile_with_fx_cache, hold_stream,
-                           needs_two_devices, run_python)
+from mydev_testing import (
+    N_DEVICES,
+    assert_close_to_cpu,
+    assert_device_still_usable,
+    compile_with_fx_cache,
+    hold_stream,
+    needs_two_devices,
+    run_python,
+)
 
 pytestmark = pytest.mark.usefixtures("isolated_inductor", "fresh_dynamo")
 
@@ -44,7 +51,7 @@ KERNEL_LAUNCH = re.compile(r"^\s*(mydev_\w+)\((.*)\)$", re.M)
 def wrapper_call(code):
     """The body of the generated ``call`` (what runs per invocation)."""
     start = code.index("def call(self, args):")
-    return code[start:code.index("\nrunner = ", start)]
+    return code[start : code.index("\nrunner = ", start)]
 
 
 def kernel_definitions(code):
@@ -113,8 +120,7 @@ def test_torch_logs_output_code_shows_mydev_launches():
         f = torch.compile(lambda x: (x * 2).relu(), fullgraph=True)
         print(f(torch.arange(-2.0, 3.0, device="mydev")).cpu().tolist())
         """,
-        env={"TORCH_LOGS": "output_code", "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
-             "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"},
+        env={"TORCH_LOGS": "output_code", "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"},
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[0.0, 0.0, 0.0, 2.0, 4.0]"
@@ -156,8 +162,7 @@ def test_extern_kernels_mm_addmm_bmm_conv_sdpa_match_cpu():
     out, (code,) = run_and_get_code(torch.compile(matmuls_conv_attention, fullgraph=True), *to_dev(args))
     assert_close_to_cpu(out, matmuls_conv_attention(*args), device=D, rtol=RTOL, atol=ATOL)
     call = wrapper_call(code)
-    for extern in ("extern_kernels.mm(", "extern_kernels.addmm(", "extern_kernels.bmm(",
-                   "extern_kernels.convolution("):
+    for extern in ("extern_kernels.mm(", "extern_kernels.addmm(", "extern_kernels.bmm(", "extern_kernels.convolution("):
         assert extern in call, f"{extern} missing:\n{call}"
     assert re.search(r"aten\._scaled_dot_product_\w+\.default\(", call), call
     # The pointwise epilogues stay generated kernels.
@@ -250,15 +255,15 @@ def test_compiled_kernels_run_in_stream_order_with_eager_ops():
     side = torch.mydev.Stream()
     with torch.mydev.stream(side):
         x = torch.zeros(n, device=D)
-        with hold_stream():                # everything below waits behind this
-            x.fill_(3.0)                   # eager write of x
-            y = compiled(x)                # compiled kernel reads x
+        with hold_stream():  # everything below waits behind this
+            x.fill_(3.0)  # eager write of x
+            y = compiled(x)  # compiled kernel reads x
             done = torch.mydev.Event()
             done.record()
             # The compiled call only enqueued its kernel.
             assert done.query() is False
             assert side.query() is False
-            z = y * 2 + x                  # eager op on the compiled output
+            z = y * 2 + x  # eager op on the compiled output
     side.synchronize()
     assert done.query() is True
     expected_y = cos_affine(torch.full((n,), 3.0))
@@ -387,9 +392,9 @@ def test_fx_graph_cache_hits_across_processes_and_is_keyed_by_mydev_config(tmp_p
     # Cold cache: compiled and stored.
     assert compile_in_subprocess({}) == [(0, 1)]
     assert compile_in_subprocess(
-        {},                                        # the same graph: loaded from the cache
-        {"compiled_kernel_abi": 3},                # another launch ABI: a new entry
-        {"build_fingerprint": "another-build"},    # another torch-mydev build: a new entry
+        {},  # the same graph: loaded from the cache
+        {"compiled_kernel_abi": 3},  # another launch ABI: a new entry
+        {"build_fingerprint": "another-build"},  # another torch-mydev build: a new entry
     ) == [(1, 0), (0, 1), (0, 1)]
 
 
@@ -398,10 +403,14 @@ def test_unknown_kernel_language_is_a_clear_error():
     import inductor_backend.config as mydev_config
 
     compiled = torch.compile(add_relu_scale)
-    expected = ("ValueError: inductor_backend.config.kernel_language='opencl' (MYDEV_INDUCTOR_KERNEL_LANGUAGE): "
-                "the mydev kernel languages are 'cpp', 'triton'")
-    with mydev_config.patch(kernel_language="opencl"), \
-            pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match=re.escape(expected)) as info:
+    expected = (
+        "ValueError: inductor_backend.config.kernel_language='opencl' (MYDEV_INDUCTOR_KERNEL_LANGUAGE): "
+        "the mydev kernel languages are 'cpp', 'triton'"
+    )
+    with (
+        mydev_config.patch(kernel_language="opencl"),
+        pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match=re.escape(expected)) as info,
+    ):
         compiled(torch.ones(4, device=D))
     assert type(info.value.inner_exception) is ValueError
     assert_device_still_usable()
@@ -436,7 +445,8 @@ def scale_launcher(isolated_inductor):
     from inductor_backend.kernel_modules import MydevKernelCodeCache
 
     return MydevKernelCodeCache.load_kernel_async(
-        "mydev_test_scale", ["float*", "const float*", "int64_t"], SCALE_KERNEL)()
+        "mydev_test_scale", ["float*", "const float*", "int64_t"], SCALE_KERNEL
+    )()
 
 
 def test_launcher_runs_hand_written_kernel_on_stream(scale_launcher):
@@ -548,6 +558,7 @@ def test_cpp_wrapper_launches_kernels_on_the_stream_and_uses_mydev_shims():
     """The C++ wrapper: kernels submitted as lambdas to the current stream of
     their device under a mydev device guard, mm through mydev's C shim, and a
     CPU scalar input captured by value."""
+
     def fn(a, b, alpha):
         return (torch.mm(a, b) * alpha).relu().sum(1)
 
@@ -586,24 +597,24 @@ print(get_scheduling_for_device("mydev").__name__,
       get_wrapper_codegen_for_device("mydev", cpp_wrapper=True).__name__,
       type(get_device_op_overrides("mydev")).__name__,
       "mydev" in _BENCHMARK_DISPATCH)
-""")
+"""
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.split("\n")
     assert lines[0] == "no-dynamo no-inductor"
     assert lines[1] == "MydevInterface MydevInterface"
-    assert lines[2] == ("MydevScheduling MydevPythonWrapperCodegen MydevCppWrapperCodegen "
-                        "MydevDeviceOpOverrides True")
+    assert lines[2] == ("MydevScheduling MydevPythonWrapperCodegen MydevCppWrapperCodegen MydevDeviceOpOverrides True")
 
 
 def test_control_flow_subgraphs_run_on_mydev():
     """torch.cond and while_loop compile into subgraph wrappers, whose kernels
     launch on mydev like the graph's own."""
+
     def branch(x):
         return torch.cond(x.sum() > 0, lambda x: (x * 2).sin(), lambda x: (x - 1).cos(), (x,))
 
     def loop(i, x):
-        return torch._higher_order_ops.while_loop(
-            lambda i, x: i < 3, lambda i, x: (i + 1, x * 2 + 1), (i, x))
+        return torch._higher_order_ops.while_loop(lambda i, x: i < 3, lambda i, x: (i + 1, x * 2 + 1), (i, x))
 
     (x,) = cpu_inputs((8,))
     for sign in (1, -1):

@@ -16,9 +16,9 @@ import copy
 import pytest
 import torch
 import torch._inductor.config
+from model_suite import CASES, loss_fn  # benchmarks/ (see pyproject.toml)
 from torch._dynamo.utils import counters
 
-from model_suite import CASES, loss_fn  # benchmarks/ (see pyproject.toml)
 from mydev_testing import assert_close_to_cpu
 
 pytestmark = pytest.mark.usefixtures("isolated_inductor", "fresh_dynamo")
@@ -90,12 +90,14 @@ def test_compiled_training_step_matches_eager_cpu(name, cpp_wrapper):
     assert_close_to_cpu(loss_dev.detach(), loss_cpu.detach(), device=D, rtol=RTOL, atol=ATOL, msg=f"{name} loss")
     for (param_name, p_dev), (_, p_cpu) in zip(dev_model.named_parameters(), cpu_model.named_parameters()):
         assert p_dev.grad is not None, f"{name}: no gradient for {param_name}"
-        assert_close_to_cpu(p_dev.grad, p_cpu.grad, device=D, rtol=GRAD_RTOL, atol=GRAD_ATOL,
-                            msg=f"{name} grad of {param_name}")
+        assert_close_to_cpu(
+            p_dev.grad, p_cpu.grad, device=D, rtol=GRAD_RTOL, atol=GRAD_ATOL, msg=f"{name} grad of {param_name}"
+        )
 
     before = {k: v.detach().cpu().clone() for k, v in dev_model.named_parameters()}
     opt_cpu.step()
     opt_dev.step()
     assert_state_matches(dev_model, cpu_model, f"{name} after step")
-    assert any(not torch.equal(p.detach().cpu(), before[k]) for k, p in dev_model.named_parameters()), \
+    assert any(not torch.equal(p.detach().cpu(), before[k]) for k, p in dev_model.named_parameters()), (
         "the optimizer step did not change any parameter"
+    )

@@ -26,20 +26,27 @@ import re
 
 import pytest
 
-triton = pytest.importorskip("triton", reason="Triton is optional for mydev: without it only kernel_language='cpp' exists")
+triton = pytest.importorskip(
+    "triton", reason="Triton is optional for mydev: without it only kernel_language='cpp' exists"
+)
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton.language as tl  # noqa: E402
+from model_suite import CASES, loss_fn  # noqa: E402  (benchmarks/, see pyproject.toml)
 from torch._dynamo.utils import counters  # noqa: E402
 from torch._inductor.utils import run_and_get_code  # noqa: E402
 
 import inductor_backend.config as mydev_config  # noqa: E402
 from inductor_backend.kernel_languages import triton_unavailable_reason  # noqa: E402
-from model_suite import CASES, loss_fn  # noqa: E402  (benchmarks/, see pyproject.toml)
 from mydev_testing import (  # noqa: E402
-    assert_close_to_cpu, assert_device_still_usable, compile_with_fx_cache, hold_stream, needs_two_devices,
-    release_from_another_thread, run_python,
+    assert_close_to_cpu,
+    assert_device_still_usable,
+    compile_with_fx_cache,
+    hold_stream,
+    needs_two_devices,
+    release_from_another_thread,
+    run_python,
 )
 
 pytestmark = pytest.mark.usefixtures("isolated_inductor", "fresh_dynamo")
@@ -73,8 +80,9 @@ def assert_one_graph():
 
 
 # ------------------------------------------------------ reading the code --
-TRITON_DEFINITION = re.compile(r"^(\w+) = async_compile\.triton\('(\w+)', '''(.*?)''', device_str='(\w+)'\)$",
-                               re.M | re.S)
+TRITON_DEFINITION = re.compile(
+    r"^(\w+) = async_compile\.triton\('(\w+)', '''(.*?)''', device_str='(\w+)'\)$", re.M | re.S
+)
 TRITON_LAUNCH = re.compile(r"^\s*(\w+)\.run\((.*), stream=(\w+)\)$", re.M)
 STREAM_DEFINITION = re.compile(r"^\s*(\w+) = get_raw_stream\((\d+)\)$", re.M)
 MYDEV_CPP_KERNEL = re.compile(r"^\w+ = load_mydev_kernel\(async_compile, ", re.M)
@@ -88,8 +96,7 @@ def triton_kernels(code):
 
 def kernel_kinds(code):
     """Which kinds of mydev kernels the module defines: "triton", "cpp"."""
-    return {kind for kind, found in (("triton", triton_kernels(code)), ("cpp", MYDEV_CPP_KERNEL.search(code)))
-            if found}
+    return {kind for kind, found in (("triton", triton_kernels(code)), ("cpp", MYDEV_CPP_KERNEL.search(code))) if found}
 
 
 def assert_triton_launches_on_raw_streams(code, device_index=0):
@@ -168,11 +175,11 @@ def test_triton_kernels_run_in_stream_order_with_eager_ops():
     side = torch.mydev.Stream()
     with torch.mydev.stream(side):
         x = torch.zeros(n, device=D)
-        latch = hold_stream()              # everything below waits behind this
-        x.fill_(3.0)                       # eager write of x
+        latch = hold_stream()  # everything below waits behind this
+        x.fill_(3.0)  # eager write of x
         release_from_another_thread(latch)  # a Triton launch returns once its kernel ran
-        y = compiled_in_triton(x)          # the Triton kernel reads x
-        z = y * 2 + x                      # eager op on its output
+        y = compiled_in_triton(x)  # the Triton kernel reads x
+        z = y * 2 + x  # eager op on its output
     side.synchronize()
     expected = cos_affine(torch.full((n,), 3.0))
     assert_close_to_cpu(y, expected, device=D, rtol=RTOL, atol=1e-6)
@@ -381,20 +388,22 @@ def test_model_training_step_in_triton_matches_eager_cpu(name):
     cpu_model, x, dev_model, x_dev = make_pair(CASES[name])
     # eps as in tests/test_compile_models.py: gradients that are rounding
     # noise must not become lr-sized steps.
-    opt_cpu, opt_dev = (torch.optim.AdamW(m.parameters(), lr=1e-3, eps=1e-5, foreach=True)
-                        for m in (cpu_model, dev_model))
+    opt_cpu, opt_dev = (
+        torch.optim.AdamW(m.parameters(), lr=1e-3, eps=1e-5, foreach=True) for m in (cpu_model, dev_model)
+    )
     loss_cpu = loss_fn(cpu_model(x))
     loss_cpu.backward()
     with mydev_config.patch(kernel_language="triton"):
         out, (forward_code,) = run_and_get_code(torch.compile(dev_model, fullgraph=True), x_dev)
         loss_dev = loss_fn(out)
-        loss_dev.backward()    # compiles the backward graph, in Triton too
+        loss_dev.backward()  # compiles the backward graph, in Triton too
     assert_one_graph()
     assert kernel_kinds(forward_code) == {"triton"}
     assert_close_to_cpu(loss_dev.detach(), loss_cpu.detach(), device=D, rtol=RTOL, atol=ATOL)
     for (param, p_dev), (_, p_cpu) in zip(dev_model.named_parameters(), cpu_model.named_parameters()):
-        assert_close_to_cpu(p_dev.grad, p_cpu.grad, device=D, rtol=GRAD_RTOL, atol=GRAD_ATOL,
-                            msg=f"{name} grad of {param}")
+        assert_close_to_cpu(
+            p_dev.grad, p_cpu.grad, device=D, rtol=GRAD_RTOL, atol=GRAD_ATOL, msg=f"{name} grad of {param}"
+        )
     opt_cpu.step()
     opt_dev.step()
     for key, ref in cpu_model.state_dict().items():
@@ -402,23 +411,33 @@ def test_model_training_step_in_triton_matches_eager_cpu(name):
 
 
 # ------------------------------------------------------------ bad input --
-@pytest.mark.parametrize("language, fn", [("triton", lambda x, y: x.sin() + y), ("cpp", calls_plain_jit)],
-                         ids=["generated_kernels", "user_kernel"])
+@pytest.mark.parametrize(
+    "language, fn",
+    [("triton", lambda x, y: x.sin() + y), ("cpp", calls_plain_jit)],
+    ids=["generated_kernels", "user_kernel"],
+)
 def test_cpp_wrapper_with_triton_kernels_is_a_clear_error(language, fn):
     x, y = torch.ones(4, device=D), torch.ones(4, device=D)
-    expected = ("NotImplementedError: Triton kernels on mydev (kernel_language='triton', or a user-defined Triton "
-                "kernel) are launched by the Python wrapper only; compile with "
-                "torch._inductor.config.cpp_wrapper=False")
-    with mydev_config.patch(kernel_language=language), torch._inductor.config.patch(cpp_wrapper=True), \
-            pytest.raises(torch._inductor.exc.InductorError, match=re.escape(expected)):
+    expected = (
+        "NotImplementedError: Triton kernels on mydev (kernel_language='triton', or a user-defined Triton "
+        "kernel) are launched by the Python wrapper only; compile with "
+        "torch._inductor.config.cpp_wrapper=False"
+    )
+    with (
+        mydev_config.patch(kernel_language=language),
+        torch._inductor.config.patch(cpp_wrapper=True),
+        pytest.raises(torch._inductor.exc.InductorError, match=re.escape(expected)),
+    ):
         torch.compile(fn)(x, y)
     assert_device_still_usable()
 
 
 def test_user_kernel_given_a_cpu_tensor_is_refused():
     x = torch.ones(8, device=D)
-    expected = ("Triton kernel 'scale_add_kernel': argument 'y_ptr' is a cpu tensor, but the kernel runs on "
-                "mydev:0; pass mydev tensors (e.g. x.to('mydev:0'))")
+    expected = (
+        "Triton kernel 'scale_add_kernel': argument 'y_ptr' is a cpu tensor, but the kernel runs on "
+        "mydev:0; pass mydev tensors (e.g. x.to('mydev:0'))"
+    )
     with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
         scale_add(x, torch.ones(8), 1.0)
     torch.mydev.synchronize()

@@ -208,8 +208,10 @@ def test_has_triton_counts_mydev_as_a_triton_device():
     False here, so Dynamo traces into the kernel's launch code and fails
     (a graph break, an error with fullgraph=True)."""
     pytest.importorskip("triton", reason="Triton is optional for mydev")
-    seen = run_both(USER_KERNEL_MODULE + textwrap.dedent(
-        """
+    seen = run_both(
+        USER_KERNEL_MODULE
+        + textwrap.dedent(
+            """
         def add_one_twice(x):
             if x.device.type == "cpu":     # the reference (Triton has no CPU backend here)
                 return (x + 1) * 2
@@ -224,7 +226,8 @@ def test_has_triton_counts_mydev_as_a_triton_device():
         assert not torch.utils._triton.has_triton()
         print(json.dumps({"patched": patched, "original": attempt(add_one_twice, x)}))
         """
-    ))
+        )
+    )
     patched, original = seen["patched"], seen["original"]
     assert patched["ok"], patched
     assert patched["device"] == "mydev:0" and patched["max_error"] == 0

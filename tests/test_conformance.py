@@ -27,7 +27,7 @@ STATUS_VALUES = {status.value for status in ALL_STATUSES}
 # OpInfos that behave in known ways on the device. A file, not this module,
 # because the CLI's worker processes import it (--extra-ops).
 FAKE_OPS_SOURCE = textwrap.dedent(
-    '''
+    """
     import torch
     from torch.testing import make_tensor
     from torch.testing._internal.common_dtype import floating_types
@@ -115,7 +115,7 @@ FAKE_OPS_SOURCE = textwrap.dedent(
         fake("hanging", hanging),
         fake("column_major", column_major),
     ]
-    '''
+    """
 )
 
 # Common ops that pass today; a regression in any is a product bug.
@@ -159,7 +159,16 @@ def check_fake(fake_ops: Dict[str, object], name: str) -> TaskResult:
 def test_cli_small_subset_writes_json_and_markdown(tmp_path: Path) -> None:
     json_path, markdown_path = tmp_path / "report.json", tmp_path / "report.md"
     # Strided inputs only: the sparse section has its own test.
-    run = run_cli("--ops", "^(add|mul|sum|mm|softmax)$", "--layouts", "strided", "--json", str(json_path), "--markdown", str(markdown_path))
+    run = run_cli(
+        "--ops",
+        "^(add|mul|sum|mm|softmax)$",
+        "--layouts",
+        "strided",
+        "--json",
+        str(json_path),
+        "--markdown",
+        str(markdown_path),
+    )
     assert run.returncode == 0, run.stderr
     assert "op pass rate at float32" in run.stdout
 
@@ -184,7 +193,14 @@ def test_cli_small_subset_writes_json_and_markdown(tmp_path: Path) -> None:
     assert summary["float32_op_pass_rate"]["passed"] + summary["float32_op_pass_rate"]["failed"] == 5
 
     markdown = markdown_path.read_text()
-    for heading in ("# mydev OpInfo conformance report: float32", "## Summary", "## Environment", "## Failures", "## Skipped", "## All results"):
+    for heading in (
+        "# mydev OpInfo conformance report: float32",
+        "## Summary",
+        "## Environment",
+        "## Failures",
+        "## Skipped",
+        "## All results",
+    ):
         assert heading in markdown
     for op in ("add", "mm", "mul", "softmax", "sum"):
         assert f"\n| {op} | " in markdown
@@ -212,7 +228,16 @@ def test_cli_timeout_failures_and_min_pass_rate(tmp_path: Path, fake_ops_file: P
 
 
 def test_cli_passes_min_pass_rate_when_met(fake_ops_file: Path) -> None:
-    run = run_cli("--extra-ops", str(fake_ops_file), "--ops", "^conformance_fake_correct$", "--min-pass-rate", "100%", "--jobs", "0")
+    run = run_cli(
+        "--extra-ops",
+        str(fake_ops_file),
+        "--ops",
+        "^conformance_fake_correct$",
+        "--min-pass-rate",
+        "100%",
+        "--jobs",
+        "0",
+    )
     assert run.returncode == 0, run.stderr
 
 
@@ -231,7 +256,7 @@ def test_metadata_check_finds_other_strides_with_samples_made_on_the_device(fake
     result = run_op(fake_ops["column_major"], torch.float32, RunOptions(variants=(), samples_on_device=True))
     assert result.status == Status.MISMATCH
     assert result.causes[0].message == "output: strides (1, 4), CPU gives (3, 1)"
-    assert "device=\"mydev:0\"" in result.causes[0].sample
+    assert 'device="mydev:0"' in result.causes[0].sample
     assert check_fake(fake_ops, "correct").status == Status.PASS
 
 
@@ -240,9 +265,18 @@ def test_cli_metadata_check_over_ops_and_modules(tmp_path: Path) -> None:
     MultiLabelMarginLoss without reduction (0-dim on the CPU) and
     nonzero_static (row-major on the CPU); modules are reported as ops."""
     json_path = tmp_path / "report.json"
-    run = run_cli("--samples-on-device", "--modules", "--jobs", "0", "--variants", "function",
-                  "--ops", "^(nonzero_static|module:nn.MultiLabelMarginLoss|module:nn.LSTM)$",
-                  "--json", str(json_path))
+    run = run_cli(
+        "--samples-on-device",
+        "--modules",
+        "--jobs",
+        "0",
+        "--variants",
+        "function",
+        "--ops",
+        "^(nonzero_static|module:nn.MultiLabelMarginLoss|module:nn.LSTM)$",
+        "--json",
+        str(json_path),
+    )
     assert run.returncode == 0, run.stderr
     report = json.loads(json_path.read_text())
     assert report["settings"]["samples_on_device"] and report["settings"]["modules"]
@@ -312,7 +346,14 @@ def test_dtype_selection_follows_cudas_dtypes() -> None:
 def test_sparse_section_checks_the_opinfos_sparse_samples() -> None:
     ops = opdb.load_ops()
     names = [task.op for task in opdb.select(ops, "float32", include=["^abs$"]).tasks]
-    assert names == ["abs", "abs[sparse_coo]", "abs[sparse_csr]", "abs[sparse_csc]", "abs[sparse_bsr]", "abs[sparse_bsc]"]
+    assert names == [
+        "abs",
+        "abs[sparse_coo]",
+        "abs[sparse_csr]",
+        "abs[sparse_csc]",
+        "abs[sparse_bsr]",
+        "abs[sparse_bsc]",
+    ]
     for name in names[1:]:
         op, layout = opdb.resolve(ops, name)
         result = run_op(op, torch.float32, RunOptions(max_samples=3), layout)

@@ -220,7 +220,9 @@ def test_copy_zero_size(direction, shape):
 
 
 @pytest.mark.parametrize("direction", list(DIRECTIONS))
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.complex64, torch.bfloat16], ids=_dtype_id)
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.int64, torch.bool, torch.complex64, torch.bfloat16], ids=_dtype_id
+)
 def test_copy_zero_dim(direction, dtype):
     src_dev, dst_dev = DIRECTIONS[direction]
     ref = values((), dtype)
@@ -265,9 +267,9 @@ def test_copy_large(direction, large_cpu):
 
 def test_copy_large_into_slice_of_larger_tensor(large_cpu):
     dst = torch.zeros(LARGE + 1000, device=D0)
-    dst[500:500 + LARGE].copy_(large_cpu)
+    dst[500 : 500 + LARGE].copy_(large_cpu)
     expected = torch.zeros(LARGE + 1000)
-    expected[500:500 + LARGE] = large_cpu
+    expected[500 : 500 + LARGE] = large_cpu
     assert_same(dst, expected)
 
 
@@ -319,7 +321,8 @@ def test_conjugate_and_negative_views(case, conj_outcomes):
     proc = conj_outcomes[case]
     how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
     assert proc.returncode == 0 and "CASE-OK" in proc.stdout, (
-        f"{case}: {how}\n{CONJ_CASES[case]}\nstderr:\n{proc.stderr[-3000:]}")
+        f"{case}: {how}\n{CONJ_CASES[case]}\nstderr:\n{proc.stderr[-3000:]}"
+    )
 
 
 # ------------------------------------------------------------ non_blocking --

@@ -53,7 +53,9 @@ def sample(shape, dtype=torch.float32, seed=0, low=-4, high=4):
 
 # ============================================================ empty family ==
 @pytest.mark.parametrize("shape", [(), (0,), (7,), (2, 3, 4), (3, 0, 2)], ids=str)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool, torch.complex64], ids=_dtype_id)
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.int64, torch.bool, torch.complex64], ids=_dtype_id
+)
 def test_empty(shape, dtype):
     t = torch.empty(shape, dtype=dtype, device=D)
     ref = torch.empty(shape, dtype=dtype)
@@ -65,7 +67,15 @@ def test_empty(shape, dtype):
 
 @pytest.mark.parametrize(
     "size,stride",
-    [((2, 3), (1, 2)), ((2, 3), (6, 1)), ((4, 5), (10, 2)), ((3, 1), (1, 7)), ((2, 2), (0, 1)), ((0, 3), (3, 1)), ((), ())],
+    [
+        ((2, 3), (1, 2)),
+        ((2, 3), (6, 1)),
+        ((4, 5), (10, 2)),
+        ((3, 1), (1, 7)),
+        ((2, 2), (0, 1)),
+        ((0, 3), (3, 1)),
+        ((), ()),
+    ],
     ids=str,
 )
 def test_empty_strided(size, stride):
@@ -83,8 +93,12 @@ def test_empty_strided(size, stride):
 
 @pytest.mark.parametrize(
     "shape,memory_format",
-    [((2, 3, 4, 5), torch.channels_last), ((2, 3, 1, 5), torch.channels_last), ((2, 3, 4, 5, 6), torch.channels_last_3d),
-     ((2, 3, 4, 5), torch.contiguous_format)],
+    [
+        ((2, 3, 4, 5), torch.channels_last),
+        ((2, 3, 1, 5), torch.channels_last),
+        ((2, 3, 4, 5, 6), torch.channels_last_3d),
+        ((2, 3, 4, 5), torch.contiguous_format),
+    ],
     ids=["cl", "cl_size1", "cl3d", "contiguous"],
 )
 def test_empty_memory_format(shape, memory_format):
@@ -118,7 +132,9 @@ def test_empty_device_index_and_options():
 
 @pytest.mark.parametrize("src_device", ["cpu", D, D1])
 def test_empty_like_options(src_device):
-    src = torch.empty((2, 3, 4, 5), dtype=torch.float64, device=src_device).contiguous(memory_format=torch.channels_last)
+    src = torch.empty((2, 3, 4, 5), dtype=torch.float64, device=src_device).contiguous(
+        memory_format=torch.channels_last
+    )
     t = torch.empty_like(src, device=D, dtype=torch.int32)
     assert t.device == torch.device(D) and t.dtype == torch.int32
     assert t.stride() == torch.empty_like(src.cpu(), dtype=torch.int32).stride()
@@ -144,7 +160,15 @@ def test_empty_bad_arguments_raise_like_cpu():
 # ============================================================== as_strided ==
 @pytest.mark.parametrize(
     "size,stride,offset",
-    [((3, 4), (4, 1), 0), ((4, 3), (1, 4), 0), ((2, 2), (5, 2), 3), ((3, 3), (1, 1), 1), ((5,), (0,), 2), ((2, 3, 2), (6, 1, 3), 0), ((0, 2), (1, 1), 11)],
+    [
+        ((3, 4), (4, 1), 0),
+        ((4, 3), (1, 4), 0),
+        ((2, 2), (5, 2), 3),
+        ((3, 3), (1, 1), 1),
+        ((5,), (0,), 2),
+        ((2, 3, 2), (6, 1, 3), 0),
+        ((0, 2), (1, 1), 11),
+    ],
     ids=str,
 )
 def test_as_strided(size, stride, offset):
@@ -198,14 +222,24 @@ def test_view_of_non_contiguous_raises_like_cpu():
         torch.arange(6.0, device=D).view(2, 3).t().view(6)
     with pytest.raises(RuntimeError, match="invalid for input of size"):
         torch.arange(6.0, device=D).view(4, 2)
-    assert_matches_cpu(torch.arange(6.0, device=D).view(2, 3).t().reshape(6), torch.arange(6.0).view(2, 3).t().reshape(6))
+    assert_matches_cpu(
+        torch.arange(6.0, device=D).view(2, 3).t().reshape(6), torch.arange(6.0).view(2, 3).t().reshape(6)
+    )
 
 
 @pytest.mark.parametrize(
     "src_dtype,dst_dtype",
-    [(torch.float32, torch.int32), (torch.float32, torch.uint8), (torch.float64, torch.float32), (torch.int64, torch.float64),
-     (torch.int16, torch.float16), (torch.uint8, torch.bool), (torch.bfloat16, torch.int16), (torch.complex64, torch.float64),
-     (torch.int8, torch.int32)],
+    [
+        (torch.float32, torch.int32),
+        (torch.float32, torch.uint8),
+        (torch.float64, torch.float32),
+        (torch.int64, torch.float64),
+        (torch.int16, torch.float16),
+        (torch.uint8, torch.bool),
+        (torch.bfloat16, torch.int16),
+        (torch.complex64, torch.float64),
+        (torch.int8, torch.int32),
+    ],
     ids=lambda d: _dtype_id(d),
 )
 def test_view_dtype(src_dtype, dst_dtype):
@@ -228,7 +262,9 @@ def test_view_dtype_bad_size_raises_like_cpu():
         torch.arange(5.0).view(torch.float64)
     with pytest.raises(RuntimeError, match="must be divisible by 2"):
         torch.arange(5.0, device=D).view(torch.float64)
-    assert_matches_cpu(torch.arange(4.0, device=D).view(torch.float64), torch.arange(4.0).view(torch.float64), exact=True)
+    assert_matches_cpu(
+        torch.arange(4.0, device=D).view(torch.float64), torch.arange(4.0).view(torch.float64), exact=True
+    )
 
 
 RESHAPE_CASES = {
@@ -419,9 +455,15 @@ def test_set_empty(device):
     other = a.view(2, 3)
     a.set_()
     ref = torch.arange(6.0).set_()
-    assert (a.shape, a.stride(), a.untyped_storage().nbytes()) == (ref.shape, ref.stride(), ref.untyped_storage().nbytes())
+    assert (a.shape, a.stride(), a.untyped_storage().nbytes()) == (
+        ref.shape,
+        ref.stride(),
+        ref.untyped_storage().nbytes(),
+    )
     assert a.device == torch.device(device)
-    assert_matches_cpu(other, torch.arange(6.0).view(2, 3), exact=True, device=device)  # the old storage is not affected
+    assert_matches_cpu(
+        other, torch.arange(6.0).view(2, 3), exact=True, device=device
+    )  # the old storage is not affected
     a.resize_(3).fill_(2)
     assert_matches_cpu(a, torch.full((3,), 2.0), exact=True, device=device)
 
@@ -480,8 +522,14 @@ def test_fill_with_python_scalar(dtype, value):
 @pytest.mark.parametrize("value_device", [D, "cpu"])
 @pytest.mark.parametrize(
     "dtype,value_dtype",
-    [(torch.float32, torch.float32), (torch.int32, torch.float64), (torch.float16, torch.int64), (torch.bool, torch.float32),
-     (torch.complex64, torch.complex64), (torch.float64, torch.bfloat16)],
+    [
+        (torch.float32, torch.float32),
+        (torch.int32, torch.float64),
+        (torch.float16, torch.int64),
+        (torch.bool, torch.float32),
+        (torch.complex64, torch.complex64),
+        (torch.float64, torch.bfloat16),
+    ],
     ids=str,
 )
 def test_fill_with_zero_dim_tensor(value_device, dtype, value_dtype):
@@ -532,14 +580,14 @@ def test_zero_(dtype):
 # ========================================================= scalars to host ==
 SCALAR_VALUES = {
     torch.float32: [1.25, -3.5e7, 0.1],
-    torch.float64: [0.1, -1e300, 2.0 ** -1000],
+    torch.float64: [0.1, -1e300, 2.0**-1000],
     torch.float16: [1.5, -65504.0, 0.0999755859375],
     torch.bfloat16: [1.5, -3.3895313892515355e38, 0.1],
     torch.int8: [-128, 127, 0],
     torch.uint8: [255, 0, 7],
     torch.int16: [-32768, 32767, 5],
-    torch.int32: [-(2 ** 31), 2 ** 31 - 1, 9],
-    torch.int64: [-(2 ** 63), 2 ** 63 - 1, 2 ** 40 + 1],
+    torch.int32: [-(2**31), 2**31 - 1, 9],
+    torch.int64: [-(2**63), 2**63 - 1, 2**40 + 1],
     torch.bool: [True, False, True],
     torch.complex64: [1.5 - 2j, -0.25j, 3 + 0j],
 }
@@ -603,7 +651,18 @@ def _without_device(text: str) -> str:
         lambda: torch.tensor([1 + 2j, -0.5j], dtype=torch.complex64),
         lambda: torch.arange(12.0).reshape(3, 4).t(),
     ],
-    ids=["float", "int32", "bool", "zero_dim", "empty", "summarized", "bfloat16", "half_nonfinite", "complex", "transposed"],
+    ids=[
+        "float",
+        "int32",
+        "bool",
+        "zero_dim",
+        "empty",
+        "summarized",
+        "bfloat16",
+        "half_nonfinite",
+        "complex",
+        "transposed",
+    ],
 )
 @pytest.mark.parametrize("device", [D, D1])
 def test_printing_matches_cpu(make, device):
@@ -690,8 +749,16 @@ def test_binary_ops_broadcast_and_promote(op, dtypes):
         lambda x: x.to(torch.int64) / 2,
         lambda x: torch.where(x > 0, x, 0.0),
     ],
-    ids=["float_scalar", "int_scalar_left", "int_tensor_float_scalar", "int16_plus_0dim_int64", "half_plus_0dim_double",
-         "uint8_plus_bool", "true_divide_int", "where_scalar"],
+    ids=[
+        "float_scalar",
+        "int_scalar_left",
+        "int_tensor_float_scalar",
+        "int16_plus_0dim_int64",
+        "half_plus_0dim_double",
+        "uint8_plus_bool",
+        "true_divide_int",
+        "where_scalar",
+    ],
 )
 def test_scalar_type_promotion(make):
     ref = sample((3, 4), torch.float32, seed=3, low=0, high=4).round()
@@ -783,7 +850,11 @@ OUT_SHAPES = {
 def test_out_variant_writes_and_resizes_out(out_kind):
     a_ref, b_ref = sample((3, 4), seed=7), sample((4,), seed=8)
     out = OUT_SHAPES[out_kind]()
-    out_ref = torch.empty(out.shape).as_strided(out.shape, out.stride()) if out_kind == "non_contiguous" else torch.empty(out.shape)
+    out_ref = (
+        torch.empty(out.shape).as_strided(out.shape, out.stride())
+        if out_kind == "non_contiguous"
+        else torch.empty(out.shape)
+    )
     with warnings.catch_warnings(record=True) as dev_warnings:
         warnings.simplefilter("always")
         result = torch.add(a_ref.to(D), b_ref.to(D), alpha=3, out=out)
@@ -851,10 +922,18 @@ def test_reductions_with_dim(op, dim, keepdim):
 @pytest.mark.parametrize(
     "name,fn",
     [
-        ("sum", torch.sum), ("sum_int", lambda x: (x * 10).to(torch.int32).sum()), ("mean", torch.mean),
-        ("max", torch.max), ("min", torch.min), ("argmax", torch.argmax), ("argmax_transposed", lambda x: x.t().argmax()),
-        ("norm", torch.linalg.vector_norm), ("var", torch.var), ("count_nonzero", lambda x: torch.count_nonzero(x > 0)),
-        ("sum_empty", lambda x: x[:0].sum()), ("sum_empty_dim", lambda x: x[:, :0].sum(1)),
+        ("sum", torch.sum),
+        ("sum_int", lambda x: (x * 10).to(torch.int32).sum()),
+        ("mean", torch.mean),
+        ("max", torch.max),
+        ("min", torch.min),
+        ("argmax", torch.argmax),
+        ("argmax_transposed", lambda x: x.t().argmax()),
+        ("norm", torch.linalg.vector_norm),
+        ("var", torch.var),
+        ("count_nonzero", lambda x: torch.count_nonzero(x > 0)),
+        ("sum_empty", lambda x: x[:0].sum()),
+        ("sum_empty_dim", lambda x: x[:, :0].sum(1)),
     ],
 )
 def test_full_reductions(name, fn):
@@ -906,7 +985,10 @@ def test_softmax(fn, dim, dtype):
         ("cat0", lambda ts: torch.cat(ts, 0)),
         ("cat1", lambda ts: torch.cat([ts[0], ts[0][:, :1]], 1)),
         ("cat_non_contiguous", lambda ts: torch.cat([ts[0].t(), ts[1][::2].t()], 1)),
-        ("cat_promotes", lambda ts: torch.cat([ts[0].to(torch.int32), ts[1].to(torch.float16), ts[2].to(torch.float64)], 0)),
+        (
+            "cat_promotes",
+            lambda ts: torch.cat([ts[0].to(torch.int32), ts[1].to(torch.float16), ts[2].to(torch.float64)], 0),
+        ),
         ("cat_with_empty", lambda ts: torch.cat([ts[0], torch.empty(0, device=ts[0].device), ts[1]], 0)),
         ("stack", lambda ts: torch.stack([ts[0], ts[1][:2]], 1)),
         ("hstack", lambda ts: torch.hstack([ts[0], ts[0]])),
@@ -1073,7 +1155,11 @@ def test_views_share_storage_and_write_through(op):
     base = base_ref.to(D)
     view, view_ref = VIEW_OPS[op](base), VIEW_OPS[op](base_ref)
     assert (view.dtype, view.shape, view.stride(), view.storage_offset()) == (
-        view_ref.dtype, view_ref.shape, view_ref.stride(), view_ref.storage_offset())
+        view_ref.dtype,
+        view_ref.shape,
+        view_ref.stride(),
+        view_ref.storage_offset(),
+    )
     assert view.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
     assert_matches_cpu(view, view_ref, exact=True)
     if op != "unfold_overlap_read":
@@ -1211,7 +1297,8 @@ def test_outputs_keep_the_cpu_layout_where_meta_kernels_disagree():
         "lstsq solution": lambda t: torch.linalg.lstsq(t[:2], t[2:4]).solution,
         "rfft2": lambda t: torch.fft.rfft2(t.reshape(1, 5, 5), dim=(-3, -2, -1)),
         "multilabel margin loss": lambda t: torch.nn.functional.multilabel_margin_loss(
-            t[0], torch.tensor([3, 0, -1, 1, 2], device=t.device), reduction="none"),
+            t[0], torch.tensor([3, 0, -1, 1, 2], device=t.device), reduction="none"
+        ),
         "nonzero_static": lambda t: torch.nonzero_static(t > 0, size=3),
     }
     for name, fn in cases.items():

@@ -27,13 +27,17 @@ def restore_policy():
 
 
 def test_default_policy_refuses_with_the_op_and_the_switch():
-    result = run_python(CPU_ONLY_OP + """
+    result = run_python(
+        CPU_ONLY_OP
+        + """
 try:
     scale(x, 2.0)
 except NotImplementedError as err:
     print("REFUSED", err)
 print("STILL", (x + 1).cpu().tolist())
-""", env={"MYDEV_CPU_FALLBACK": ""})
+""",
+        env={"MYDEV_CPU_FALLBACK": ""},
+    )
     assert result.returncode == 0, result.stderr
     assert "REFUSED mydev has no kernel for fallback_test::scale" in result.stdout
     assert "MYDEV_CPU_FALLBACK=warn" in result.stdout
@@ -42,7 +46,9 @@ print("STILL", (x + 1).cpu().tolist())
 
 @pytest.mark.parametrize("policy", ["warn", "on"])
 def test_fallback_runs_on_cpu_copies_and_counts(policy):
-    result = run_python(CPU_ONLY_OP + """
+    result = run_python(
+        CPU_ONLY_OP
+        + """
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     first = scale(x, 2.0)
@@ -51,7 +57,9 @@ print("DEVICE", first.device, second.device)
 print("VALUES", first.cpu().tolist(), second.cpu().tolist())
 print("COUNTS", torch.mydev.cpu_fallback_counts())
 print("WARNINGS", sum("no device kernel" in str(w.message) for w in caught))
-""", env={"MYDEV_CPU_FALLBACK": policy})
+""",
+        env={"MYDEV_CPU_FALLBACK": policy},
+    )
     assert result.returncode == 0, result.stderr
     assert "DEVICE mydev:0 mydev:0" in result.stdout
     assert "VALUES [0.0, 2.0, 4.0, 6.0] [0.0, 3.0, 6.0, 9.0]" in result.stdout

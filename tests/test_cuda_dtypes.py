@@ -35,7 +35,11 @@ def test_the_opinfo_database_lists_99_pairs_over_70_ops():
 
 @pytest.mark.parametrize(
     "op,dtype",
-    [pytest.param(op, dtype, id=f"{op.full_name}-{str(dtype)[6:]}") for op, dtype in _beyond_cpu_pairs() if op.full_name not in _CUDA_ONLY_OPS],
+    [
+        pytest.param(op, dtype, id=f"{op.full_name}-{str(dtype)[6:]}")
+        for op, dtype in _beyond_cpu_pairs()
+        if op.full_name not in _CUDA_ONLY_OPS
+    ],
 )
 def test_opinfo_samples_match_the_widened_cpu(op, dtype):
     from device_ext.conformance.results import Status

@@ -18,8 +18,7 @@ import torch.nn.functional as F
 from torch.library import opcheck
 
 import device_ext
-from mydev_testing import (assert_close_to_cpu, assert_device_still_usable, hold_stream, needs_two_devices,
-                           run_python)
+from mydev_testing import assert_close_to_cpu, assert_device_still_usable, hold_stream, needs_two_devices, run_python
 
 D = "mydev:0"
 DEVICES = ["cpu", D]
@@ -80,12 +79,14 @@ def _rms_inputs(shape, weight_float=False):
         x = values(*shape, seed=1, dtype=dtype)
         w = values(hidden, seed=2, low=0.5, high=1.5, dtype=torch.float32 if weight_float else dtype)
         return (x, w, EPS), (0, 1)
+
     return make
 
 
 def _swiglu_inputs(shape):
     def make(dtype):
         return (values(*shape, seed=3, low=-6, high=6, dtype=dtype), values(*shape, seed=4, dtype=dtype)), (0, 1)
+
     return make
 
 
@@ -101,6 +102,7 @@ def _rotary_inputs(shape, table="seq", tables_float=False):
             if table == "4d":
                 cos, sin = cos[None, None], sin[None, None]
         return (x, cos, sin), (0,)
+
     return make
 
 
@@ -110,8 +112,11 @@ CASES = {
     "swiglu": (_swiglu_inputs((7, 333)), torch.ops.mydev.swiglu, swiglu_ref),
     "swiglu_3d": (_swiglu_inputs((2, 3, 64)), torch.ops.mydev.swiglu, swiglu_ref),
     "rotary": (_rotary_inputs((2, 3, 7, 40)), torch.ops.mydev.rotary_embedding, rotary_ref),
-    "rotary_per_batch_float_tables": (_rotary_inputs((3, 2, 16, 128), table="batch", tables_float=True),
-                                      torch.ops.mydev.rotary_embedding, rotary_ref),
+    "rotary_per_batch_float_tables": (
+        _rotary_inputs((3, 2, 16, 128), table="batch", tables_float=True),
+        torch.ops.mydev.rotary_embedding,
+        rotary_ref,
+    ),
     "rotary_2d": (_rotary_inputs((5, 6)), torch.ops.mydev.rotary_embedding, rotary_ref),
     "rotary_4d_tables": (_rotary_inputs((1, 2, 9, 72), table="4d"), torch.ops.mydev.rotary_embedding, rotary_ref),
 }
@@ -119,13 +124,17 @@ CASES = {
 
 def device_args(inputs, device, grad_indices):
     """Fresh leaves on ``device`` (the tensors of ``inputs`` are never modified)."""
-    return [t.detach().clone().to(device).requires_grad_(i in grad_indices) if isinstance(t, torch.Tensor) else t
-            for i, t in enumerate(inputs)]
+    return [
+        t.detach().clone().to(device).requires_grad_(i in grad_indices) if isinstance(t, torch.Tensor) else t
+        for i, t in enumerate(inputs)
+    ]
 
 
 def _reference_grads(ref, inputs, grad_indices, grad_out):
-    leaves = [t.detach().double().requires_grad_(i in grad_indices) if isinstance(t, torch.Tensor) else t
-              for i, t in enumerate(inputs)]
+    leaves = [
+        t.detach().double().requires_grad_(i in grad_indices) if isinstance(t, torch.Tensor) else t
+        for i, t in enumerate(inputs)
+    ]
     out = ref(*leaves)
     out.backward(grad_out.double())
     return out.detach(), [leaves[i].grad for i in grad_indices]
@@ -150,8 +159,13 @@ def test_values_and_gradients_match_the_reference(case, dtype, device):
     for i, expected_grad in zip(grad_indices, expected_grads):
         grad = args[i].grad
         assert grad.dtype == inputs[i].dtype and grad.device == torch.device(device), case
-        torch.testing.assert_close(grad.cpu(), expected_grad.to(grad.dtype), rtol=rtol, atol=atol,
-                                   msg=lambda m, i=i: f"gradient of input {i}: {m}")
+        torch.testing.assert_close(
+            grad.cpu(),
+            expected_grad.to(grad.dtype),
+            rtol=rtol,
+            atol=atol,
+            msg=lambda m, i=i: f"gradient of input {i}: {m}",
+        )
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -233,7 +247,11 @@ def test_non_contiguous_inputs_give_the_contiguous_result(kind, device):
     checks = [
         (torch.ops.mydev.rms_norm, (x, w, EPS), (_strided(x, kind), _strided(w[None], kind)[0], EPS)),
         (torch.ops.mydev.swiglu, (gate, up), (_strided(gate, kind), _strided(up, kind))),
-        (torch.ops.mydev.rotary_embedding, (x, cos, sin), (_strided(x, kind), _strided(cos, kind), _strided(sin, kind))),
+        (
+            torch.ops.mydev.rotary_embedding,
+            (x, cos, sin),
+            (_strided(x, kind), _strided(cos, kind), _strided(sin, kind)),
+        ),
     ]
     for op, dense, strided in checks:
         assert not strided[0].is_contiguous()
@@ -302,16 +320,24 @@ def _opcheck_samples(device):
     cos, sin = rope_tables(6, 32)
     bcos, bsin = rope_tables(6, 32, batch_positions=[0, 3])
     samples = {
-        "rms_norm": [(x, w, EPS), (x[..., :63].to(torch.bfloat16), w[:63].to(torch.bfloat16), 1e-6),
-                     (_strided(x, "transposed"), _strided(w[None], "sliced")[0], EPS),
-                     (x.to(torch.bfloat16), w, EPS)],
-        "swiglu": [(gate, up), (_strided(gate, "transposed"), _strided(up, "sliced")),
-                   (gate.half(), up.half())],
-        "rotary_embedding": [(q, cos, sin), (_strided(q, "transposed"), _strided(cos, "sliced"), sin),
-                             (q.to(torch.bfloat16), bcos, bsin), (q[0, 0], cos, sin)],
+        "rms_norm": [
+            (x, w, EPS),
+            (x[..., :63].to(torch.bfloat16), w[:63].to(torch.bfloat16), 1e-6),
+            (_strided(x, "transposed"), _strided(w[None], "sliced")[0], EPS),
+            (x.to(torch.bfloat16), w, EPS),
+        ],
+        "swiglu": [(gate, up), (_strided(gate, "transposed"), _strided(up, "sliced")), (gate.half(), up.half())],
+        "rotary_embedding": [
+            (q, cos, sin),
+            (_strided(q, "transposed"), _strided(cos, "sliced"), sin),
+            (q.to(torch.bfloat16), bcos, bsin),
+            (q[0, 0], cos, sin),
+        ],
     }
-    return {name: [tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in s) for s in ss]
-            for name, ss in samples.items()}
+    return {
+        name: [tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in s) for s in ss]
+        for name, ss in samples.items()
+    }
 
 
 def _with_grad(sample, indices):
@@ -326,8 +352,11 @@ GRAD_INDICES = {"rms_norm": (0, 1), "swiglu": (0, 1), "rotary_embedding": (0,)}
 def test_opcheck(name, device):
     op = getattr(torch.ops.mydev, name).default
     assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Autograd")
-    grad_checks = ALL_BUT_AUTOGRAD_REGISTRATION if device != "cpu" else ("test_autograd_registration",
-                                                                         *ALL_BUT_AUTOGRAD_REGISTRATION)
+    grad_checks = (
+        ALL_BUT_AUTOGRAD_REGISTRATION
+        if device != "cpu"
+        else ("test_autograd_registration", *ALL_BUT_AUTOGRAD_REGISTRATION)
+    )
     for sample in _opcheck_samples(device)[name]:
         opcheck(op, sample)  # every default check; no input requires grad
         opcheck(op, _with_grad(sample, GRAD_INDICES[name]), test_utils=grad_checks)
@@ -389,8 +418,14 @@ def test_compile_fullgraph_keeps_the_ops_and_their_backward_ops(device):
     expected.backward()
     assert not counters["graph_break"], dict(counters["graph_break"])
     code = "\n".join(codes)
-    for name in ("rms_norm", "swiglu", "rotary_embedding", "rms_norm_backward", "swiglu_backward",
-                 "rotary_embedding_backward"):
+    for name in (
+        "rms_norm",
+        "swiglu",
+        "rotary_embedding",
+        "rms_norm_backward",
+        "swiglu_backward",
+        "rotary_embedding_backward",
+    ):
         assert f"torch.ops.mydev.{name}.default(" in code, name
     assert loss.device == torch.device(device)
     torch.testing.assert_close(loss.detach().cpu(), expected.detach(), rtol=1e-5, atol=1e-5)
@@ -432,7 +467,7 @@ def test_autocast_runs_the_ops_in_the_activation_dtype():
     w_up = (values(32, 48, seed=4) * 0.2).to(D).requires_grad_()
     cos, sin = (t.to(D) for t in rope_tables(6, 16))
     with torch.autocast("mydev", dtype=torch.bfloat16):
-        h = x @ w_gate                                      # bfloat16 under autocast
+        h = x @ w_gate  # bfloat16 under autocast
         normed = torch.ops.mydev.rms_norm(h, w_norm, EPS)
         act = torch.ops.mydev.swiglu(h, x @ w_up)
         rot = torch.ops.mydev.rotary_embedding(h.view(6, 3, 16).transpose(0, 1), cos, sin)
@@ -444,11 +479,17 @@ def test_autocast_runs_the_ops_in_the_activation_dtype():
 
     h_cpu = h.detach().cpu()
     rtol, atol = TOL[torch.bfloat16]
-    torch.testing.assert_close(normed.detach().cpu(), rms_norm_ref(h_cpu, w_norm.detach().cpu(), EPS).bfloat16(), rtol=rtol, atol=atol)
-    up_cpu = (x.cpu().bfloat16() @ w_up.detach().cpu().bfloat16())
+    torch.testing.assert_close(
+        normed.detach().cpu(), rms_norm_ref(h_cpu, w_norm.detach().cpu(), EPS).bfloat16(), rtol=rtol, atol=atol
+    )
+    up_cpu = x.cpu().bfloat16() @ w_up.detach().cpu().bfloat16()
     torch.testing.assert_close(act.detach().cpu(), swiglu_ref(h_cpu, up_cpu).bfloat16(), rtol=rtol, atol=atol)
-    torch.testing.assert_close(rot.detach().cpu(), rotary_ref(h_cpu.view(6, 3, 16).transpose(0, 1), cos.cpu(),
-                                                              sin.cpu()).bfloat16(), rtol=rtol, atol=atol)
+    torch.testing.assert_close(
+        rot.detach().cpu(),
+        rotary_ref(h_cpu.view(6, 3, 16).transpose(0, 1), cos.cpu(), sin.cpu()).bfloat16(),
+        rtol=rtol,
+        atol=atol,
+    )
 
 
 def test_autocast_under_compile():
@@ -490,8 +531,9 @@ def test_ops_run_on_their_tensors_device():
     out = torch.ops.mydev.rms_norm(x.to("mydev:1"), w.to("mydev:1"), EPS)
     assert out.device == torch.device("mydev:1") and torch.mydev.current_device() == 0
     assert_close_to_cpu(out, rms_norm_ref(x, w, EPS).float(), device="mydev:1", rtol=1e-5, atol=1e-5)
-    with pytest.raises(RuntimeError, match=re.escape("mydev::rms_norm: weight must be on the same device as x "
-                                                     "(mydev:1), got mydev:0")):
+    with pytest.raises(
+        RuntimeError, match=re.escape("mydev::rms_norm: weight must be on the same device as x (mydev:1), got mydev:0")
+    ):
         torch.ops.mydev.rms_norm(x.to("mydev:1"), w.to("mydev:0"), EPS)
     assert_device_still_usable()
 
@@ -555,49 +597,106 @@ def _bad_calls():
     cos = torch.ones(4, 16, device=D)
     rms, sw, rot = torch.ops.mydev.rms_norm, torch.ops.mydev.swiglu, torch.ops.mydev.rotary_embedding
     return {
-        "weight shape": (lambda: rms(x, torch.ones(4095, device=D), EPS), ValueError,
-                         "mydev::rms_norm: weight must have shape [hidden] = [4096], got [4095]"),
-        "weight rank": (lambda: rms(x, torch.ones(1, 4096, device=D), EPS), ValueError,
-                        "mydev::rms_norm: weight must have shape [hidden] = [4096], got [1, 4096]"),
-        "x rank": (lambda: rms(torch.tensor(1.0, device=D), w[:1], EPS), ValueError,
-                   "mydev::rms_norm: x must have at least 1 dimension"),
-        "x dtype": (lambda: rms(x.double(), w, EPS), TypeError,
-                    "mydev::rms_norm: x must have dtype float32, bfloat16 or float16, got torch.float64"),
+        "weight shape": (
+            lambda: rms(x, torch.ones(4095, device=D), EPS),
+            ValueError,
+            "mydev::rms_norm: weight must have shape [hidden] = [4096], got [4095]",
+        ),
+        "weight rank": (
+            lambda: rms(x, torch.ones(1, 4096, device=D), EPS),
+            ValueError,
+            "mydev::rms_norm: weight must have shape [hidden] = [4096], got [1, 4096]",
+        ),
+        "x rank": (
+            lambda: rms(torch.tensor(1.0, device=D), w[:1], EPS),
+            ValueError,
+            "mydev::rms_norm: x must have at least 1 dimension",
+        ),
+        "x dtype": (
+            lambda: rms(x.double(), w, EPS),
+            TypeError,
+            "mydev::rms_norm: x must have dtype float32, bfloat16 or float16, got torch.float64",
+        ),
         "x integer": (lambda: rms(x.long(), w, EPS), TypeError, "mydev::rms_norm: x must have dtype"),
-        "weight dtype": (lambda: rms(x.bfloat16(), w.half(), EPS), TypeError,
-                         "mydev::rms_norm: weight must have x's dtype (torch.bfloat16) or float32, got torch.float16"),
-        "weight on cpu": (lambda: rms(x, w.cpu(), EPS), RuntimeError,
-                          "mydev::rms_norm: weight must be on the same device as x (mydev:0), got cpu"),
-        "x on cpu": (lambda: rms(x.cpu(), w, EPS), RuntimeError,
-                     "mydev::rms_norm: weight must be on the same device as x (cpu), got mydev:0"),
+        "weight dtype": (
+            lambda: rms(x.bfloat16(), w.half(), EPS),
+            TypeError,
+            "mydev::rms_norm: weight must have x's dtype (torch.bfloat16) or float32, got torch.float16",
+        ),
+        "weight on cpu": (
+            lambda: rms(x, w.cpu(), EPS),
+            RuntimeError,
+            "mydev::rms_norm: weight must be on the same device as x (mydev:0), got cpu",
+        ),
+        "x on cpu": (
+            lambda: rms(x.cpu(), w, EPS),
+            RuntimeError,
+            "mydev::rms_norm: weight must be on the same device as x (cpu), got mydev:0",
+        ),
         "eps": (lambda: rms(x, w, -1.0), ValueError, "mydev::rms_norm: eps must be >= 0, got -1.0"),
         "not a tensor": (lambda: device_ext.ops.rms_norm(x, [1.0], EPS), Exception, "weight"),
-        "up shape": (lambda: sw(gate, torch.ones(3, 9, device=D)), ValueError,
-                     "mydev::swiglu: up must have gate's shape [3, 8], got [3, 9]"),
-        "up dtype": (lambda: sw(gate, gate.half()), TypeError,
-                     "mydev::swiglu: up must have gate's dtype (torch.float32), got torch.float16"),
-        "up device": (lambda: sw(gate, gate.cpu()), RuntimeError,
-                      "mydev::swiglu: up must be on the same device as gate (mydev:0), got cpu"),
+        "up shape": (
+            lambda: sw(gate, torch.ones(3, 9, device=D)),
+            ValueError,
+            "mydev::swiglu: up must have gate's shape [3, 8], got [3, 9]",
+        ),
+        "up dtype": (
+            lambda: sw(gate, gate.half()),
+            TypeError,
+            "mydev::swiglu: up must have gate's dtype (torch.float32), got torch.float16",
+        ),
+        "up device": (
+            lambda: sw(gate, gate.cpu()),
+            RuntimeError,
+            "mydev::swiglu: up must be on the same device as gate (mydev:0), got cpu",
+        ),
         "gate dtype": (lambda: sw(gate.double(), gate.double()), TypeError, "mydev::swiglu: gate must have dtype"),
-        "rotary rank": (lambda: rot(torch.ones(16, device=D), cos[0], cos[0]), ValueError,
-                        "mydev::rotary_embedding: x must have 2 to 9 dimensions [..., seq, head_dim], got a 1-d tensor"),
-        "odd head_dim": (lambda: rot(torch.ones(4, 15, device=D), cos[:, :15], cos[:, :15]), ValueError,
-                         "mydev::rotary_embedding: x's last dimension (head_dim) must be even, got 15"),
-        "cos shape": (lambda: rot(q, torch.ones(5, 16, device=D), cos), ValueError,
-                      "mydev::rotary_embedding: cos must have shape [seq, head_dim] = [4, 16] or another shape "
-                      "that broadcasts to x's shape [2, 4, 16] with head_dim last, got [5, 16]"),
-        "sin head_dim": (lambda: rot(q, cos, torch.ones(4, 8, device=D)), ValueError,
-                         "mydev::rotary_embedding: sin must have shape [seq, head_dim] = [4, 16]"),
-        "cos too many dims": (lambda: rot(q, cos[None, None], cos[None, None]), ValueError,
-                              "mydev::rotary_embedding: cos must have shape"),
-        "sin dtype": (lambda: rot(q, cos, cos.half()), TypeError,
-                      "mydev::rotary_embedding: sin must have x's dtype (torch.float32) or float32, got torch.float16"),
-        "cos and sin differ": (lambda: rot(q.half(), cos, cos.half()), ValueError,
-                               "mydev::rotary_embedding: sin must have cos's shape [4, 16] and dtype torch.float32"),
-        "cos device": (lambda: rot(q, cos.cpu(), cos), RuntimeError,
-                       "mydev::rotary_embedding: cos must be on the same device as x (mydev:0), got cpu"),
-        "backward grad shape": (lambda: torch.ops.mydev.rms_norm_backward(x[:2], x, w, EPS), ValueError,
-                                "mydev::rms_norm_backward: grad_out must have x's shape [4, 4096], got [2, 4096]"),
+        "rotary rank": (
+            lambda: rot(torch.ones(16, device=D), cos[0], cos[0]),
+            ValueError,
+            "mydev::rotary_embedding: x must have 2 to 9 dimensions [..., seq, head_dim], got a 1-d tensor",
+        ),
+        "odd head_dim": (
+            lambda: rot(torch.ones(4, 15, device=D), cos[:, :15], cos[:, :15]),
+            ValueError,
+            "mydev::rotary_embedding: x's last dimension (head_dim) must be even, got 15",
+        ),
+        "cos shape": (
+            lambda: rot(q, torch.ones(5, 16, device=D), cos),
+            ValueError,
+            "mydev::rotary_embedding: cos must have shape [seq, head_dim] = [4, 16] or another shape "
+            "that broadcasts to x's shape [2, 4, 16] with head_dim last, got [5, 16]",
+        ),
+        "sin head_dim": (
+            lambda: rot(q, cos, torch.ones(4, 8, device=D)),
+            ValueError,
+            "mydev::rotary_embedding: sin must have shape [seq, head_dim] = [4, 16]",
+        ),
+        "cos too many dims": (
+            lambda: rot(q, cos[None, None], cos[None, None]),
+            ValueError,
+            "mydev::rotary_embedding: cos must have shape",
+        ),
+        "sin dtype": (
+            lambda: rot(q, cos, cos.half()),
+            TypeError,
+            "mydev::rotary_embedding: sin must have x's dtype (torch.float32) or float32, got torch.float16",
+        ),
+        "cos and sin differ": (
+            lambda: rot(q.half(), cos, cos.half()),
+            ValueError,
+            "mydev::rotary_embedding: sin must have cos's shape [4, 16] and dtype torch.float32",
+        ),
+        "cos device": (
+            lambda: rot(q, cos.cpu(), cos),
+            RuntimeError,
+            "mydev::rotary_embedding: cos must be on the same device as x (mydev:0), got cpu",
+        ),
+        "backward grad shape": (
+            lambda: torch.ops.mydev.rms_norm_backward(x[:2], x, w, EPS),
+            ValueError,
+            "mydev::rms_norm_backward: grad_out must have x's shape [4, 4096], got [2, 4096]",
+        ),
     }
 
 
@@ -614,7 +713,9 @@ def test_the_cpp_entry_points_check_their_arguments_too():
     same kind of message, never an out-of-bounds kernel."""
     C = device_ext._C
     x, w = torch.ones(4, 64, device=D), torch.ones(64, device=D)
-    with pytest.raises(RuntimeError, match=re.escape("mydev::rms_norm: weight must have shape [hidden] = [64], got [63]")):
+    with pytest.raises(
+        RuntimeError, match=re.escape("mydev::rms_norm: weight must have shape [hidden] = [64], got [63]")
+    ):
         C._fused_rms_norm(x, w[:63], EPS)
     with pytest.raises(RuntimeError, match=re.escape("mydev::swiglu: up must have gate's shape [4, 64], got [4, 63]")):
         C._fused_swiglu(x, x[:, :63])

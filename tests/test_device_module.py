@@ -283,9 +283,18 @@ def test_typed_storage_mydev() -> None:
 
 
 COMMON_DTYPES = [
-    torch.float32, torch.float64, torch.float16, torch.bfloat16,
-    torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool,
-    torch.complex64, torch.complex128,
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+    torch.complex64,
+    torch.complex128,
 ]
 
 
@@ -437,8 +446,15 @@ def test_accelerator_empty_cache_releases_cached_blocks() -> None:
 def test_accelerator_device_capability() -> None:
     capability = torch.accelerator.get_device_capability("mydev:1")
     supported = capability["supported_dtypes"]
-    for dtype in [torch.float32, torch.float64, torch.float16, torch.bfloat16,
-                  torch.int64, torch.bool, torch.complex64]:
+    for dtype in [
+        torch.float32,
+        torch.float64,
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.bool,
+        torch.complex64,
+    ]:
         assert dtype in supported
     assert torch.accelerator.get_device_capability() == capability
 

@@ -10,13 +10,20 @@ from typing import Callable
 import pytest
 import torch
 
-from distributed_harness import (check_ok, exit_ok, expected_reduce, init_group, rank_tensor,
-                                 reduce_op, run_ranks)
-
+from distributed_harness import check_ok, exit_ok, expected_reduce, init_group, rank_tensor, reduce_op, run_ranks
 
 OPS = ["sum", "avg", "product", "min", "max"]
-DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int64,
-          torch.int8, torch.uint8, torch.int16]
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.bfloat16,
+    torch.float16,
+    torch.int32,
+    torch.int64,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+]
 
 
 def _assert_equal(actual: torch.Tensor, expected: torch.Tensor, what: str) -> None:
@@ -32,8 +39,11 @@ def _assert_reduced(actual: torch.Tensor, expected: torch.Tensor, op: str, what:
     (float32/float64 SUM, AVG, PRODUCT): ring order, so only close to the
     rank-order reference (test_distributed_host_path checks that every rank
     gets the same bits)."""
-    if (os.environ.get("MYCCL_TRANSPORT") == "gloo" and op in ("sum", "avg", "product")
-            and expected.dtype in (torch.float32, torch.float64)):
+    if (
+        os.environ.get("MYCCL_TRANSPORT") == "gloo"
+        and op in ("sum", "avg", "product")
+        and expected.dtype in (torch.float32, torch.float64)
+    ):
         assert actual.device.type == "mydev", (what, actual.device)
         torch.testing.assert_close(actual.cpu(), expected, msg=what)
     else:
@@ -79,35 +89,41 @@ def _check_collectives(rank: int, world_size: int) -> None:
     big_part = rank_tensor(rank, (3 << 20) // 4, torch.float32, salt=4)
     out = torch.empty(world_size * big_part.numel(), device=dev)
     dist.all_gather_single(out, big_part.to(dev))
-    expected = torch.cat([rank_tensor(r, big_part.numel(), torch.float32, salt=4)
-                          for r in range(world_size)])
+    expected = torch.cat([rank_tensor(r, big_part.numel(), torch.float32, salt=4) for r in range(world_size)])
     _assert_equal(out, expected, "all_gather_into_tensor chunked")
     # reduce_scatter_tensor (_reduce_scatter_base).
-    for dtype, op, numel in [(torch.float32, "sum", 8), (torch.bfloat16, "avg", 8),
-                             (torch.int32, "max", 8), (torch.float16, "min", 8),
-                             (torch.float32, "product", 8),
-                             (torch.float32, "sum", (3 << 20) // 4 + 5)]:
+    for dtype, op, numel in [
+        (torch.float32, "sum", 8),
+        (torch.bfloat16, "avg", 8),
+        (torch.int32, "max", 8),
+        (torch.float16, "min", 8),
+        (torch.float32, "product", 8),
+        (torch.float32, "sum", (3 << 20) // 4 + 5),
+    ]:
         inputs = [rank_tensor(r, numel * world_size, dtype, salt=5) for r in range(world_size)]
         out = torch.empty(numel, dtype=dtype, device=dev)
         # reduce_scatter_single: torch 2.13's name for reduce_scatter_tensor.
         scatter = dist.reduce_scatter_tensor if dtype == torch.int32 else dist.reduce_scatter_single
         scatter(out, inputs[rank].to(dev), op=reduce_op(op))
         full = expected_reduce(inputs, op)
-        _assert_equal(out, full[rank * numel:(rank + 1) * numel],
-                      f"reduce_scatter_tensor {op} {dtype} {numel}")
+        _assert_equal(out, full[rank * numel : (rank + 1) * numel], f"reduce_scatter_tensor {op} {dtype} {numel}")
     # reduce, gather, scatter to/from every root; all_to_all_single.
     for root in range(world_size):
-        for dtype, op, numel in [(torch.float32, "sum", 9), (torch.bfloat16, "max", 9),
-                                 (torch.int64, "product", 9),
-                                 (torch.float32, "sum", (5 << 20) // 4)]:
+        for dtype, op, numel in [
+            (torch.float32, "sum", 9),
+            (torch.bfloat16, "max", 9),
+            (torch.int64, "product", 9),
+            (torch.float32, "sum", (5 << 20) // 4),
+        ]:
             parts = [rank_tensor(r, numel, dtype, salt=6) for r in range(world_size)]
             t = parts[rank].to(dev)
             dist.reduce(t, dst=root, op=reduce_op(op))
             expected = expected_reduce(parts, op) if rank == root else parts[rank]
             _assert_equal(t, expected, f"reduce {op} {dtype} to {root}")
         parts = [rank_tensor(r, 11, torch.float16, salt=8) for r in range(world_size)]
-        gather_list = ([torch.empty(11, dtype=torch.float16, device=dev) for _ in range(world_size)]
-                       if rank == root else None)
+        gather_list = (
+            [torch.empty(11, dtype=torch.float16, device=dev) for _ in range(world_size)] if rank == root else None
+        )
         dist.gather(parts[rank].to(dev), gather_list, dst=root)
         if rank == root:
             for r in range(world_size):
@@ -118,17 +134,15 @@ def _check_collectives(rank: int, world_size: int) -> None:
             dist.scatter(out, [c.to(dev) for c in chunks] if rank == root else None, src=root)
             _assert_equal(out, chunks[rank], f"scatter from {root} numel {numel}")
     # reduce_scatter (list form).
-    inputs = [[rank_tensor(r, 6, torch.float32, salt=11 + d) for d in range(world_size)]
-              for r in range(world_size)]
+    inputs = [[rank_tensor(r, 6, torch.float32, salt=11 + d) for d in range(world_size)] for r in range(world_size)]
     out = torch.empty(6, device=dev)
     dist.reduce_scatter(out, [x.to(dev) for x in inputs[rank]], op=dist.ReduceOp.AVG)
-    _assert_equal(out, expected_reduce([inputs[r][rank] for r in range(world_size)], "avg"),
-                  "reduce_scatter list")
+    _assert_equal(out, expected_reduce([inputs[r][rank] for r in range(world_size)], "avg"), "reduce_scatter list")
     for numel in (5, (3 << 20) // 8):
         inputs = [rank_tensor(r, numel * world_size, torch.int32, salt=10) for r in range(world_size)]
         out = torch.empty(numel * world_size, dtype=torch.int32, device=dev)
         dist.all_to_all_single(out, inputs[rank].to(dev))
-        expected = torch.cat([inputs[s][rank * numel:(rank + 1) * numel] for s in range(world_size)])
+        expected = torch.cat([inputs[s][rank * numel : (rank + 1) * numel] for s in range(world_size)])
         _assert_equal(out, expected, f"all_to_all_single numel {numel}")
     dist.barrier()
 
@@ -181,31 +195,50 @@ def _check_bad_arguments(rank: int, world_size: int) -> None:
     bad_root.rootRank = world_size
     ones = torch.ones(2, device=dev)
     cases = [
-        (lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool, device=dev)),
-         "myccl: allreduce does not reduce bool tensors"),
-        (lambda: dist.all_reduce(torch.ones(4, 2, device=dev).t()),
-         "myccl: allreduce takes contiguous tensors"),
+        (
+            lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool, device=dev)),
+            "myccl: allreduce does not reduce bool tensors",
+        ),
+        (lambda: dist.all_reduce(torch.ones(4, 2, device=dev).t()), "myccl: allreduce takes contiguous tensors"),
         (lambda: backend.allreduce([torch.ones(2)]), "myccl: allreduce takes mydev tensors"),
-        (lambda: backend.broadcast([ones], bad_root),
-         f"myccl: broadcast root {world_size} is not a rank of this group"),
-        (lambda: dist.all_gather([torch.empty(2, device=dev)], ones),
-         f"myccl: allgather needs {world_size} output tensors, got 1"),
-        (lambda: dist.reduce_scatter(torch.empty(2, device=dev), [ones]),
-         f"myccl: reduce_scatter needs {world_size} input tensors, got 1"),
-        (lambda: dist.all_gather_single(torch.empty(2 * world_size + 1, device=dev), ones),
-         "myccl: _allgather_base output must hold world_size * input.numel() elements"),
-        (lambda: dist.reduce_scatter_single(ones, torch.ones(2 * world_size + 1, device=dev)),
-         "myccl: _reduce_scatter_base input must hold world_size * output.numel() elements"),
-        (lambda: dist.all_to_all([torch.empty(2, device=dev)], [ones]),
-         f"myccl: all_to_all takes one input and one output tensor per rank ({world_size}), "
-         "got 1 and 1"),
-        (lambda: dist.all_to_all_single(torch.empty((), device=dev), torch.ones((), device=dev)),
-         "myccl: all_to_all input needs at least one dimension"),
-        (lambda: dist.all_to_all_single(torch.empty(3, device=dev), torch.ones(3, device=dev),
-                                        [1] * world_size, [5] * world_size),
-         f"myccl: all_to_all input split sizes add up to {5 * world_size} rows, the tensor has 3"),
-        (lambda: backend.send([ones], rank, 0),
-         f"myccl: send on rank {rank}: peer {rank} is not another rank of this group"),
+        (
+            lambda: backend.broadcast([ones], bad_root),
+            f"myccl: broadcast root {world_size} is not a rank of this group",
+        ),
+        (
+            lambda: dist.all_gather([torch.empty(2, device=dev)], ones),
+            f"myccl: allgather needs {world_size} output tensors, got 1",
+        ),
+        (
+            lambda: dist.reduce_scatter(torch.empty(2, device=dev), [ones]),
+            f"myccl: reduce_scatter needs {world_size} input tensors, got 1",
+        ),
+        (
+            lambda: dist.all_gather_single(torch.empty(2 * world_size + 1, device=dev), ones),
+            "myccl: _allgather_base output must hold world_size * input.numel() elements",
+        ),
+        (
+            lambda: dist.reduce_scatter_single(ones, torch.ones(2 * world_size + 1, device=dev)),
+            "myccl: _reduce_scatter_base input must hold world_size * output.numel() elements",
+        ),
+        (
+            lambda: dist.all_to_all([torch.empty(2, device=dev)], [ones]),
+            f"myccl: all_to_all takes one input and one output tensor per rank ({world_size}), got 1 and 1",
+        ),
+        (
+            lambda: dist.all_to_all_single(torch.empty((), device=dev), torch.ones((), device=dev)),
+            "myccl: all_to_all input needs at least one dimension",
+        ),
+        (
+            lambda: dist.all_to_all_single(
+                torch.empty(3, device=dev), torch.ones(3, device=dev), [1] * world_size, [5] * world_size
+            ),
+            f"myccl: all_to_all input split sizes add up to {5 * world_size} rows, the tensor has 3",
+        ),
+        (
+            lambda: backend.send([ones], rank, 0),
+            f"myccl: send on rank {rank}: peer {rank} is not another rank of this group",
+        ),
     ]
     for call, message in cases:
         with pytest.raises(RuntimeError, match=re.escape(message)):
@@ -231,7 +264,7 @@ def _report_error(label: str, call: Callable[[], object]) -> None:
 
 
 def _worker_mixed(rank: int, world_size: int) -> None:
-    """"mydev:myccl,cpu:gloo": every collective on mydev, CPU through gloo."""
+    """ "mydev:myccl,cpu:gloo": every collective on mydev, CPU through gloo."""
     import torch.distributed as dist
 
     init_group(rank, world_size, "mydev:myccl,cpu:gloo")
@@ -291,7 +324,7 @@ def _worker_four(rank: int, world_size: int) -> None:
     inputs = [rank_tensor(r, 4 * world_size, torch.float32, salt=7) for r in range(world_size)]
     out = torch.empty(4, device="mydev")
     dist.reduce_scatter_single(out, inputs[rank].to("mydev"))
-    _assert_equal(out, expected_reduce(inputs, "sum")[rank * 4:(rank + 1) * 4], "4 ranks rs")
+    _assert_equal(out, expected_reduce(inputs, "sum")[rank * 4 : (rank + 1) * 4], "4 ranks rs")
     dist.barrier()
     dist.destroy_process_group()
     exit_ok()
@@ -304,10 +337,8 @@ def _worker_ddp(rank: int, world_size: int) -> None:
 
     init_group(rank, world_size, "mydev:myccl,cpu:gloo")
     torch.manual_seed(0)
-    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
-                                    torch.nn.Linear(16, 4)).double()
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
-                                torch.nn.Linear(16, 4)).double().to("mydev")
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)).double()
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)).double().to("mydev")
     model.load_state_dict(reference.state_dict())
     ddp = DDP(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
@@ -339,8 +370,7 @@ def _worker_fsdp2(rank: int, world_size: int) -> None:
     init_group(rank, world_size, "mydev:myccl,cpu:gloo")
     torch.manual_seed(0)
     reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
-                                torch.nn.Linear(16, 4)).to("mydev")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)).to("mydev")
     model.load_state_dict(reference.state_dict())
     mesh = init_device_mesh("mydev", (world_size,))
     for layer in model:
@@ -437,9 +467,13 @@ def _check_sized_collectives(rank: int, world_size: int) -> None:
 
     dev = torch.device("mydev", 0)
     for numel in CROSSOVER_NUMELS:
-        for dtype, op in [(torch.float32, "sum"), (torch.bfloat16, "avg"),
-                          (torch.float16, "max"), (torch.int32, "product"),
-                          (torch.float32, "min")]:
+        for dtype, op in [
+            (torch.float32, "sum"),
+            (torch.bfloat16, "avg"),
+            (torch.float16, "max"),
+            (torch.int32, "product"),
+            (torch.float32, "min"),
+        ]:
             parts = [rank_tensor(r, numel, dtype, salt=20) for r in range(world_size)]
             t = parts[rank].to(dev)
             dist.all_reduce(t, op=reduce_op(op))
@@ -453,10 +487,12 @@ def _check_sized_collectives(rank: int, world_size: int) -> None:
         dist.all_gather_into_tensor(out, parts[rank].to(dev))
         _assert_equal(out, torch.cat(parts), f"all_gather_into_tensor {numel}")
         # In place, as FSDP2 does: the input is this rank's slice of the output.
-        out = torch.cat(parts).to(dev) if rank == 0 else torch.zeros(world_size * numel, dtype=torch.bfloat16, device=dev)
+        out = (
+            torch.cat(parts).to(dev) if rank == 0 else torch.zeros(world_size * numel, dtype=torch.bfloat16, device=dev)
+        )
         if rank != 0:
-            out[rank * numel:(rank + 1) * numel] = parts[rank].to(dev)
-        dist.all_gather_into_tensor(out, out[rank * numel:(rank + 1) * numel])
+            out[rank * numel : (rank + 1) * numel] = parts[rank].to(dev)
+        dist.all_gather_into_tensor(out, out[rank * numel : (rank + 1) * numel])
         _assert_equal(out, torch.cat(parts), f"all_gather in place {numel}")
         outs = [torch.empty(numel, device=dev) for _ in range(world_size)]
         fparts = [rank_tensor(r, numel, torch.float32, salt=23) for r in range(world_size)]
@@ -468,8 +504,7 @@ def _check_sized_collectives(rank: int, world_size: int) -> None:
             out = torch.empty(numel, dtype=dtype, device=dev)
             dist.reduce_scatter_tensor(out, inputs[rank].to(dev), op=reduce_op(op))
             full = expected_reduce(inputs, op)
-            _assert_equal(out, full[rank * numel:(rank + 1) * numel],
-                          f"reduce_scatter_tensor {op} {dtype} {numel}")
+            _assert_equal(out, full[rank * numel : (rank + 1) * numel], f"reduce_scatter_tensor {op} {dtype} {numel}")
 
 
 def _check_all_to_all(rank: int, world_size: int) -> None:
@@ -484,8 +519,9 @@ def _check_all_to_all(rank: int, world_size: int) -> None:
 
     for scale, dtype in [(5, torch.float32), (70001, torch.bfloat16), (3, torch.int64)]:
         inputs = [piece(rank, d, scale, dtype).to(dev) for d in range(world_size)]
-        outputs = [torch.empty(piece(s, rank, scale, dtype).numel(), dtype=dtype, device=dev)
-                   for s in range(world_size)]
+        outputs = [
+            torch.empty(piece(s, rank, scale, dtype).numel(), dtype=dtype, device=dev) for s in range(world_size)
+        ]
         dist.all_to_all(outputs, inputs)
         for s in range(world_size):
             _assert_equal(outputs[s], piece(s, rank, scale, dtype), f"all_to_all {scale} from {s}")
@@ -493,15 +529,18 @@ def _check_all_to_all(rank: int, world_size: int) -> None:
         width = 7
         send_rows = [rows_scale * (rank + d + 1) for d in range(world_size)]
         recv_rows = [rows_scale * (s + rank + 1) for s in range(world_size)]
-        full = [rank_tensor(s, sum(rows_scale * (s + d + 1) for d in range(world_size)) * width,
-                            torch.float32, salt=31).view(-1, width) for s in range(world_size)]
+        full = [
+            rank_tensor(
+                s, sum(rows_scale * (s + d + 1) for d in range(world_size)) * width, torch.float32, salt=31
+            ).view(-1, width)
+            for s in range(world_size)
+        ]
         out = torch.empty(sum(recv_rows), width, device=dev)
-        dist.all_to_all_single(out, full[rank].to(dev), output_split_sizes=recv_rows,
-                               input_split_sizes=send_rows)
+        dist.all_to_all_single(out, full[rank].to(dev), output_split_sizes=recv_rows, input_split_sizes=send_rows)
         expected = []
         for s in range(world_size):
             start = sum(rows_scale * (s + d + 1) for d in range(rank))
-            expected.append(full[s][start:start + rows_scale * (s + rank + 1)])
+            expected.append(full[s][start : start + rows_scale * (s + rank + 1)])
         _assert_equal(out, torch.cat(expected), f"all_to_all_single splits x{rows_scale}")
 
 
@@ -538,8 +577,12 @@ def _check_point_to_point(rank: int, world_size: int) -> None:
         a = rank_tensor(rank, numel, torch.float32, salt=42).to(dev)
         b = rank_tensor(rank, numel, torch.float32, salt=43).to(dev)
         ra, rb = torch.empty_like(a), torch.empty_like(b)
-        ops = [dist.P2POp(dist.irecv, ra, prv), dist.P2POp(dist.irecv, rb, prv),
-               dist.P2POp(dist.isend, a, nxt), dist.P2POp(dist.isend, b, nxt)]
+        ops = [
+            dist.P2POp(dist.irecv, ra, prv),
+            dist.P2POp(dist.irecv, rb, prv),
+            dist.P2POp(dist.isend, a, nxt),
+            dist.P2POp(dist.isend, b, nxt),
+        ]
         for work in dist.batch_isend_irecv(ops):
             work.wait()
         _assert_equal(ra, rank_tensor(prv, numel, torch.float32, salt=42), f"batch a {numel}")
@@ -550,6 +593,7 @@ def _check_peer_memory_runtime(rank: int) -> None:
     """The driver's IPC handles: rank 0 shares a device buffer, rank 1 maps
     it and reads what rank 0 wrote (gloo on CPU carries the handle)."""
     import torch.distributed as dist
+
     from device_ext import _C
 
     assert torch.mydev.get_device_properties(0).can_map_peer_memory
@@ -568,8 +612,7 @@ def _check_peer_memory_runtime(rank: int) -> None:
     again = _C._ipc_open_mem_handle(peer_handle)  # the cached mapping
     assert again == ptr
     # A device pointer: the host reads it through a copy, never directly.
-    seen = torch.frombuffer(bytearray(_C._ipc_read(ptr + peer_offset, 4096 * 4)),
-                            dtype=torch.int32)
+    seen = torch.frombuffer(bytearray(_C._ipc_read(ptr + peer_offset, 4096 * 4)), dtype=torch.int32)
     assert torch.equal(seen, torch.arange(4096, dtype=torch.int32) * (peer + 3))
     _C._ipc_close_mem_handle(again)
     _C._ipc_close_mem_handle(ptr)
@@ -605,6 +648,7 @@ def _worker_no_peer_memory(rank: int, world_size: int) -> None:
     """MYDEV_PEER_MEMORY=0: the driver refuses to map peers, so every
     collective stages, even with MYCCL_ALGO=direct."""
     import torch.distributed as dist
+
     from device_ext import _C
 
     init_group(rank, world_size, "mydev:myccl,cpu:gloo")
@@ -635,22 +679,21 @@ def _worker_mismatch(rank: int, world_size: int) -> None:
     groups = [dist.new_group(list(range(world_size))) for _ in range(3)]
     # Sizes: 1000 vs 999 elements, small (staged) and large (direct).
     for label, numel, group in [("SIZE", 1000, None), ("BIGSIZE", 1 << 20, groups[0])]:
-        _report_error(label, lambda numel=numel, group=group: dist.all_reduce(
-            torch.ones(numel - rank, device="mydev"), group=group))
+        _report_error(
+            label,
+            lambda numel=numel, group=group: dist.all_reduce(torch.ones(numel - rank, device="mydev"), group=group),
+        )
     # Different collectives.
     if rank == 0:
-        _report_error("KIND", lambda: dist.all_reduce(torch.ones(8, device="mydev"),
-                                                      group=groups[1]))
+        _report_error("KIND", lambda: dist.all_reduce(torch.ones(8, device="mydev"), group=groups[1]))
     else:
-        _report_error("KIND", lambda: dist.broadcast(torch.ones(8, device="mydev"), src=0,
-                                                     group=groups[1]))
+        _report_error("KIND", lambda: dist.broadcast(torch.ones(8, device="mydev"), src=0, group=groups[1]))
     # A receive of another size than was sent.
     if rank == 0:
         dist.send(torch.ones(10, device="mydev"), dst=1, group=groups[2])
         torch.mydev.synchronize()
     elif rank == 1:
-        _report_error("P2P", lambda: dist.recv(torch.empty(12, device="mydev"), src=0,
-                                               group=groups[2]))
+        _report_error("P2P", lambda: dist.recv(torch.empty(12, device="mydev"), src=0, group=groups[2]))
     # The device still works, and a fresh group does too.
     assert torch.equal((torch.ones(2, device="mydev") * 2).cpu(), torch.full((2,), 2.0))
     fresh = dist.new_group(list(range(world_size)))
@@ -726,8 +769,7 @@ def test_new_collectives_and_point_to_point_four_ranks():
 
 
 def test_staging_when_peer_memory_cannot_be_mapped():
-    check_ok(run_ranks(__name__, "no_peer_memory", 2,
-                       env={"MYDEV_PEER_MEMORY": "0", "MYCCL_ALGO": "direct"}))
+    check_ok(run_ranks(__name__, "no_peer_memory", 2, env={"MYDEV_PEER_MEMORY": "0", "MYCCL_ALGO": "direct"}))
 
 
 def test_mismatched_calls_fail_on_every_rank_naming_both_sides():

@@ -8,8 +8,7 @@ from datetime import timedelta
 import pytest
 import torch
 
-from distributed_harness import (check_ok, exit_ok, expected_reduce, init_group, rank_tensor,
-                                 reduce_op, run_ranks)
+from distributed_harness import check_ok, exit_ok, expected_reduce, init_group, rank_tensor, reduce_op, run_ranks
 
 GLOO = {"MYCCL_TRANSPORT": "gloo"}
 SPEC = "mydev:myccl,cpu:gloo"
@@ -64,9 +63,14 @@ def _worker_collectives(rank: int, world_size: int) -> None:
     # Fewer elements than ranks: some ranks own empty segments of the
     # all-reduce; int16 and half reductions gloo itself lacks or does in half.
     # Empty tensors too, through gloo's ring (int64, float32 AVG) and not.
-    for numel, dtype, op in [(1, torch.float32, "sum"), (3, torch.int16, "product"),
-                             (7, torch.float16, "avg"), (0, torch.int64, "sum"),
-                             (0, torch.float32, "avg"), (0, torch.int16, "max")]:
+    for numel, dtype, op in [
+        (1, torch.float32, "sum"),
+        (3, torch.int16, "product"),
+        (7, torch.float16, "avg"),
+        (0, torch.int64, "sum"),
+        (0, torch.float32, "avg"),
+        (0, torch.int16, "max"),
+    ]:
         parts = [rank_tensor(r, numel, dtype, salt=20) for r in range(world_size)]
         t = parts[rank].to(dev)
         dist.all_reduce(t, op=reduce_op(op))
@@ -95,8 +99,9 @@ def _worker_collectives(rank: int, world_size: int) -> None:
     inp = torch.cat([torch.tensor([[rank, s]] * (s + 1)) for s in range(world_size)]).to(dev)
     out = torch.empty(sum(recv_splits), 2, dtype=inp.dtype, device=dev)
     dist.all_to_all_single(out, inp, recv_splits, send_splits)
-    _assert_equal(out, torch.cat([torch.tensor([[s, rank]] * (rank + 1))
-                                  for s in range(world_size)]), "all_to_all_single splits")
+    _assert_equal(
+        out, torch.cat([torch.tensor([[s, rank]] * (rank + 1)) for s in range(world_size)]), "all_to_all_single splits"
+    )
     # all_to_all (list), with a different size per destination.
     ins = [torch.full((d + 1,), float(10 * rank + d), device=dev) for d in range(world_size)]
     outs = [torch.empty(rank + 1, device=dev) for _ in range(world_size)]
@@ -111,8 +116,7 @@ def _worker_collectives(rank: int, world_size: int) -> None:
     ra, rb = funcol.all_reduce_coalesced([a, b], "sum", dist.group.WORLD)
     _assert_equal(ra, torch.full((3,), float(sum(range(1, world_size + 1)))), "coalesced a")
     _assert_equal(rb, torch.full((5,), float(sum(range(2, world_size + 2)))), "coalesced b")
-    gathered = funcol.all_gather_tensor(torch.full((2,), float(rank), device=dev), 0,
-                                        dist.group.WORLD)
+    gathered = funcol.all_gather_tensor(torch.full((2,), float(rank), device=dev), 0, dist.group.WORLD)
     _assert_equal(gathered, torch.arange(world_size).float().repeat_interleave(2), "funcol ag")
     dist.destroy_process_group()
     exit_ok()
@@ -134,8 +138,7 @@ def _worker_send_recv(rank: int, world_size: int) -> None:
         _assert_equal(t, torch.arange(big, dtype=torch.float64) + rank, "recv")
     # isend/irecv with tags, waited in reverse.
     if rank == 0:
-        works = [dist.isend(torch.full((5,), float(tag), device=dev), dst=1, tag=tag)
-                 for tag in (3, 4)]
+        works = [dist.isend(torch.full((5,), float(tag), device=dev), dst=1, tag=tag) for tag in (3, 4)]
     elif rank == 1:
         bufs = [torch.empty(5, device=dev) for _ in range(2)]
         works = [dist.irecv(buf, src=0, tag=tag) for buf, tag in zip(bufs, (3, 4))]
@@ -152,8 +155,12 @@ def _worker_send_recv(rank: int, world_size: int) -> None:
     to_prev = torch.full((7,), float(-rank), device=dev)
     from_prev = torch.empty(big, device=dev)
     from_next = torch.empty(7, device=dev)
-    ops = [dist.P2POp(dist.isend, to_next, nxt), dist.P2POp(dist.isend, to_prev, prv),
-           dist.P2POp(dist.irecv, from_prev, prv), dist.P2POp(dist.irecv, from_next, nxt)]
+    ops = [
+        dist.P2POp(dist.isend, to_next, nxt),
+        dist.P2POp(dist.isend, to_prev, prv),
+        dist.P2POp(dist.irecv, from_prev, prv),
+        dist.P2POp(dist.irecv, from_next, nxt),
+    ]
     for work in dist.batch_isend_irecv(ops):
         work.wait()
     _assert_equal(from_prev, torch.full((big,), float(prv)), "ring from previous")
@@ -312,9 +319,10 @@ def test_bad_transport_value_is_a_clear_error():
         assert "auto, shm, gloo" in result.stdout, result.stdout
 
 
-@pytest.mark.parametrize("transport, expected", [("auto", "ShmTransportBackend"),
-                                                 ("shm", "ShmTransportBackend"),
-                                                 ("gloo", "GlooTransportBackend")])
+@pytest.mark.parametrize(
+    "transport, expected",
+    [("auto", "ShmTransportBackend"), ("shm", "ShmTransportBackend"), ("gloo", "GlooTransportBackend")],
+)
 def test_transport_selection(transport, expected):
     results = run_ranks(__name__, "transport_name", 2, env={"MYCCL_TRANSPORT": transport})
     check_ok(results)

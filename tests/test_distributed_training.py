@@ -22,26 +22,25 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _mlp() -> torch.nn.Sequential:
-    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
-                               torch.nn.Linear(16, 16), torch.nn.Tanh(),
-                               torch.nn.Linear(16, 4))
+    return torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)
+    )
 
 
-def _batches(steps: int, rows: int, dtype: torch.dtype = torch.float32, seed: int = 100
-             ) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+def _batches(
+    steps: int, rows: int, dtype: torch.dtype = torch.float32, seed: int = 100
+) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
     """The same global batches on every rank (CPU)."""
     for step in range(steps):
         g = torch.Generator().manual_seed(seed + step)
-        yield (torch.randn(rows, 8, generator=g, dtype=dtype),
-               torch.randn(rows, 4, generator=g, dtype=dtype))
+        yield (torch.randn(rows, 8, generator=g, dtype=dtype), torch.randn(rows, 4, generator=g, dtype=dtype))
 
 
 def _loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.mse_loss(model(x), y)
 
 
-def _reference_step(model: torch.nn.Module, opt: torch.optim.Optimizer,
-                    x: torch.Tensor, y: torch.Tensor) -> None:
+def _reference_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> None:
     opt.zero_grad()
     _loss(model, x, y).backward()
     opt.step()
@@ -49,7 +48,7 @@ def _reference_step(model: torch.nn.Module, opt: torch.optim.Optimizer,
 
 def _local_rows(rank: int, world_size: int, x: torch.Tensor) -> torch.Tensor:
     rows = x.shape[0] // world_size
-    return x[rank * rows:(rank + 1) * rows]
+    return x[rank * rows : (rank + 1) * rows]
 
 
 def _full(p: torch.Tensor) -> torch.Tensor:
@@ -58,11 +57,13 @@ def _full(p: torch.Tensor) -> torch.Tensor:
     return (p.full_tensor() if isinstance(p, DTensor) else p).detach().cpu()
 
 
-def _assert_params_equal(model: torch.nn.Module, reference: torch.nn.Module,
-                         rtol: float = 1e-5, atol: float = 1e-6) -> None:
+def _assert_params_equal(
+    model: torch.nn.Module, reference: torch.nn.Module, rtol: float = 1e-5, atol: float = 1e-6
+) -> None:
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
-        torch.testing.assert_close(_full(p), q.detach(), rtol=rtol, atol=atol,
-                                   msg=lambda message, name=name: f"{name}: {message}")
+        torch.testing.assert_close(
+            _full(p), q.detach(), rtol=rtol, atol=atol, msg=lambda message, name=name: f"{name}: {message}"
+        )
 
 
 def _errors_of(fn) -> str:
@@ -98,15 +99,17 @@ def _worker_ddp_no_sync_buckets(rank: int, world_size: int) -> None:
         ref_opt.zero_grad()
         with ddp.no_sync():  # first micro-batch: local gradients only
             x, y = batches[0]
-            _loss(ddp, _local_rows(rank, world_size, x).to("mydev"),
-                  _local_rows(rank, world_size, y).to("mydev")).backward()
+            _loss(
+                ddp, _local_rows(rank, world_size, x).to("mydev"), _local_rows(rank, world_size, y).to("mydev")
+            ).backward()
         local_grad = model[0].weight.grad.detach().clone()
         gathered = [torch.empty_like(local_grad) for _ in range(world_size)]
         dist.all_gather(gathered, local_grad)
         assert not torch.equal(gathered[0].cpu(), gathered[1].cpu()), "no_sync synchronized"
         x, y = batches[1]
-        _loss(ddp, _local_rows(rank, world_size, x).to("mydev"),
-              _local_rows(rank, world_size, y).to("mydev")).backward()
+        _loss(
+            ddp, _local_rows(rank, world_size, x).to("mydev"), _local_rows(rank, world_size, y).to("mydev")
+        ).backward()
         opt.step()
         for x, y in batches:
             _loss(reference, x, y).backward()
@@ -121,8 +124,9 @@ def _worker_ddp_no_sync_buckets(rank: int, world_size: int) -> None:
     exit_ok()
 
 
-def _fsdp2_matches_reference(rank: int, world_size: int, offload: bool,
-                             reshard_after_forward: Union[bool, int]) -> None:
+def _fsdp2_matches_reference(
+    rank: int, world_size: int, offload: bool, reshard_after_forward: Union[bool, int]
+) -> None:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
@@ -136,8 +140,7 @@ def _fsdp2_matches_reference(rank: int, world_size: int, offload: bool,
     policy = CPUOffloadPolicy(pin_memory=True) if offload else OffloadPolicy()
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
-            fully_shard(layer, mesh=mesh, offload_policy=policy,
-                        reshard_after_forward=reshard_after_forward)
+            fully_shard(layer, mesh=mesh, offload_policy=policy, reshard_after_forward=reshard_after_forward)
     fully_shard(model, mesh=mesh, offload_policy=policy, reshard_after_forward=False)
     for p in model.parameters():
         local = p.to_local()
@@ -158,8 +161,7 @@ def _fsdp2_matches_reference(rank: int, world_size: int, offload: bool,
     ref_opt = torch.optim.Adam(reference.parameters(), lr=0.01)
     for x, y in _batches(3, 2 * world_size):
         opt.zero_grad()
-        loss = _loss(model, _local_rows(rank, world_size, x).to("mydev"),
-                     _local_rows(rank, world_size, y).to("mydev"))
+        loss = _loss(model, _local_rows(rank, world_size, x).to("mydev"), _local_rows(rank, world_size, y).to("mydev"))
         weight = model[0].weight
         local_rows = (weight.to_local() if isinstance(weight, DTensor) else weight).shape[0]
         assert local_rows == expected_rows_after_forward, (reshard_after_forward, local_rows)
@@ -195,8 +197,7 @@ def _worker_dtensor(rank: int, world_size: int) -> None:
     on DTensors, against the same computation on CPU."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import (DTensor, Partial, Replicate, Shard,
-                                          distribute_tensor)
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
     from torch.distributed.tensor.debug import CommDebugMode
 
     init_group(rank, world_size, SPEC)
@@ -226,8 +227,7 @@ def _worker_dtensor(rank: int, world_size: int) -> None:
     partial = DTensor.from_local((a * (rank + 1)).to("mydev"), mesh, [Partial()])
     total = a * sum(range(1, world_size + 1))
     torch.testing.assert_close(redistributed(partial, Replicate(), "allreduce"), total)
-    torch.testing.assert_close(redistributed(partial, Shard(0), "reducescatter"),
-                               total.chunk(world_size, 0)[rank])
+    torch.testing.assert_close(redistributed(partial, Shard(0), "reducescatter"), total.chunk(world_size, 0)[rank])
     # Ops: elementwise on shards, matmul of a row-sharded by a replicated
     # matrix (local), of a column-sharded by a row-sharded one (partial sum).
     db = distribute_tensor(b, mesh, [Replicate()])
@@ -307,8 +307,7 @@ def _worker_fsdp_tp_2d(rank: int, world_size: int) -> None:
     dp_rank = mesh["dp"].get_local_rank()
     for x, y in _batches(2, 4):
         opt.zero_grad()
-        _loss(model, _local_rows(dp_rank, 2, x).to(device),
-              _local_rows(dp_rank, 2, y).to(device)).backward()
+        _loss(model, _local_rows(dp_rank, 2, x).to(device), _local_rows(dp_rank, 2, y).to(device)).backward()
         opt.step()
         _reference_step(reference, ref_opt, x, y)
     _assert_params_equal(model, reference)
@@ -347,8 +346,7 @@ def _worker_dtensor_random(rank: int, world_size: int) -> None:
             "uniform": torch.nn.init.uniform_(empty.clone(), -1, 1),
             "normal": torch.nn.init.normal_(empty.clone()),
             "randn": dt.randn(*shape, device_mesh=mesh, placements=[placement]),
-            "dropout": torch.nn.functional.dropout(
-                distribute_tensor(torch.ones(shape), mesh, [placement]), p=0.5),
+            "dropout": torch.nn.functional.dropout(distribute_tensor(torch.ones(shape), mesh, [placement]), p=0.5),
         }
 
     sharded = sample(Shard(0))
@@ -364,9 +362,11 @@ def _worker_dtensor_random(rank: int, world_size: int) -> None:
         assert not torch.equal(local.cpu(), other_seed[name].to_local().cpu()), name
         full = replicated[name].to_local().cpu()
         assert all(torch.equal(p, full) for p in gathered_locals(replicated[name].to_local())), (
-            f"{name}: replicated tensor differs across ranks")
-        assert torch.equal(local.cpu(), full[4 * rank:4 * (rank + 1)]), (
-            f"{name}: the shard is not the slice of the replicated tensor")
+            f"{name}: replicated tensor differs across ranks"
+        )
+        assert torch.equal(local.cpu(), full[4 * rank : 4 * (rank + 1)]), (
+            f"{name}: the shard is not the slice of the replicated tensor"
+        )
     # The generator's offset moved by the whole tensor's size on every rank
     # alike, so later non-DTensor draws stay in step.
     states = gathered_locals(torch.mydev.get_rng_state().to("mydev"))
@@ -404,15 +404,15 @@ def _worker_dcp_save(rank: int, world_size: int) -> None:
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     for x, y in _batches(2, 2 * world_size):
         opt.zero_grad()
-        _loss(model, _local_rows(rank, world_size, x).to("mydev"),
-              _local_rows(rank, world_size, y).to("mydev")).backward()
+        _loss(
+            model, _local_rows(rank, world_size, x).to("mydev"), _local_rows(rank, world_size, y).to("mydev")
+        ).backward()
         opt.step()
     model_state, optim_state = get_state_dict(model, opt)
     directory = Path(os.environ["CKPT_DIR"])
     dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=directory / "dcp")
     expected = {name: _full(p) for name, p in model.named_parameters()}
-    expected.update({f"exp_avg.{name}": _full(opt.state[p]["exp_avg"])
-                     for name, p in model.named_parameters()})
+    expected.update({f"exp_avg.{name}": _full(opt.state[p]["exp_avg"]) for name, p in model.named_parameters()})
     if rank == 0:
         torch.save(expected, directory / "expected.pt")
     dist.destroy_process_group()
@@ -487,8 +487,9 @@ def _worker_compiled(rank: int, world_size: int) -> None:
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
     for x, y in _batches(3, 4 * world_size):
         opt.zero_grad()
-        _loss(compiled, _local_rows(rank, world_size, x).to("mydev"),
-              _local_rows(rank, world_size, y).to("mydev")).backward()
+        _loss(
+            compiled, _local_rows(rank, world_size, x).to("mydev"), _local_rows(rank, world_size, y).to("mydev")
+        ).backward()
         opt.step()
         _reference_step(reference, ref_opt, x, y)
     _assert_params_equal(model, reference)
@@ -509,14 +510,13 @@ def _worker_rank_dies(rank: int, world_size: int) -> None:
     t = torch.ones(1000, device="mydev")
     for _ in range(3):
         dist.all_reduce(t)
-    assert t[0].item() == world_size ** 3
+    assert t[0].item() == world_size**3
     if rank == world_size - 1:
         os.kill(os.getpid(), signal.SIGKILL)
     error = _errors_of(lambda: (dist.all_reduce(t), t.cpu()))
     print("ERROR:", error)
     assert error, "the all_reduce with a dead peer did not fail"
-    print("AFTER:", _errors_of(lambda: (dist.all_reduce(torch.ones(2, device="mydev")),
-                                        torch.mydev.synchronize())))
+    print("AFTER:", _errors_of(lambda: (dist.all_reduce(torch.ones(2, device="mydev")), torch.mydev.synchronize())))
     assert torch.equal((torch.arange(4, device="mydev") * 2).cpu(), torch.arange(4) * 2)
     exit_ok()
 
@@ -537,12 +537,10 @@ def _worker_size_mismatch(rank: int, world_size: int) -> None:
 
     part = torch.ones(2 + rank, device="mydev")
     gathered = torch.empty(world_size * part.numel(), device="mydev")
-    print("all_gather_into_tensor:",
-          mismatched(lambda: dist.all_gather_into_tensor(gathered, part)))
+    print("all_gather_into_tensor:", mismatched(lambda: dist.all_gather_into_tensor(gathered, part)))
     whole = torch.ones(world_size * (4 + 2 * rank), device="mydev")
     shard = torch.empty(4 + 2 * rank, device="mydev")
-    print("reduce_scatter_tensor:",
-          mismatched(lambda: dist.reduce_scatter_tensor(shard, whole)))
+    print("reduce_scatter_tensor:", mismatched(lambda: dist.reduce_scatter_tensor(shard, whole)))
     init_group(rank, world_size, SPEC, timeout_s=10)
     t = torch.ones(8, device="mydev")
     dist.all_reduce(t)
@@ -696,8 +694,10 @@ def test_size_mismatch_across_ranks_fails_with_clear_error():
     check_ok(results)
     for rank, result in enumerate(results):
         peer = 1 - rank
-        for call, collective in (("all_gather_into_tensor", "_allgather_base"),
-                                 ("reduce_scatter_tensor", "_reduce_scatter_base")):
+        for call, collective in (
+            ("all_gather_into_tensor", "_allgather_base"),
+            ("reduce_scatter_tensor", "_reduce_scatter_base"),
+        ):
             line = next(line for line in result.stdout.splitlines() if line.startswith(f"{call}:"))
             assert f"DistBackendError: myccl: {collective} on rank {rank} has" in line, line
             assert f"rank {peer} has" in line, line
@@ -712,18 +712,25 @@ def test_async_all_reduce_overlaps_with_compute():
 def test_example_trains_under_torchrun(mode):
     """examples/train_distributed.py under torchrun (2 processes, loopback):
     the loss goes down."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc-per-node=2", str(REPO / "examples" / "train_distributed.py"),
-               "--mode", mode, "--steps", "15"]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        str(REPO / "examples" / "train_distributed.py"),
+        "--mode",
+        mode,
+        "--steps",
+        "15",
+    ]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     try:
-        result = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True,
-                                timeout=120)
+        result = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired as expired:
         pytest.fail(f"torchrun still running after 120 s (hang):\n{expired.stdout}\n{expired.stderr}")
     assert result.returncode == 0, result.stdout + result.stderr[-5000:]
-    losses = [float(line.split("loss")[1]) for line in result.stdout.splitlines()
-              if line.startswith(f"[{mode}] step")]
+    losses = [float(line.split("loss")[1]) for line in result.stdout.splitlines() if line.startswith(f"[{mode}] step")]
     assert len(losses) >= 3 and losses[-1] < 0.5 * losses[0], result.stdout
 
 

@@ -48,7 +48,12 @@ def test_first_ops_of_a_plain_script_import_no_dynamo():
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report == {
-        "dynamo_imported": False, "y": True, "z": True, "s": True, "p": True, "out": True,
+        "dynamo_imported": False,
+        "y": True,
+        "z": True,
+        "s": True,
+        "p": True,
+        "out": True,
         "grad": True,
     }
 

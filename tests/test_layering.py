@@ -72,8 +72,12 @@ def _writes_to_torch(tree: ast.Module) -> Iterator[Tuple[int, str]]:
             targets = [node.target]
         elif isinstance(node, ast.Delete):
             targets = list(node.targets)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id in ("setattr", "delattr") and node.args):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("setattr", "delattr")
+            and node.args
+        ):
             if _root_name(node.args[0]) in torch_names:
                 yield node.lineno, ast.unparse(node)
             continue
@@ -134,14 +138,17 @@ def test_every_patch_module_is_in_the_table():
         assert f"| `{module}` |" in docs, module
 
 
-@pytest.mark.parametrize("script", [
-    # torch.compile as a user writes it: nothing imported but torch.
-    """
+@pytest.mark.parametrize(
+    "script",
+    [
+        # torch.compile as a user writes it: nothing imported but torch.
+        """
     import torch
     f = torch.compile(lambda x: (x * 2 + 1).relu())
     print(f(torch.ones(2, device="mydev")).cpu().tolist())
     """,
-])
+    ],
+)
 def test_torch_compile_in_a_plain_script(script):
     result = run_python(script)
     assert result.returncode == 0, result.stderr
@@ -208,7 +215,9 @@ def test_torch_holds_our_functions_only_where_torch_patches_put_them():
     outside = [entry for entry in found if not entry[2].startswith("device_ext.torch_patches.")]
     assert outside == [], outside
     # Not vacuous: the patches themselves are seen.
-    assert ["torch._inductor.scheduler", "device_need_guard",
-            "device_ext.torch_patches.inductor"] in found, found
-    assert ["torch.distributed.distributed_c10d", "_new_process_group_helper",
-            "device_ext.torch_patches.c10d"] in found, found
+    assert ["torch._inductor.scheduler", "device_need_guard", "device_ext.torch_patches.inductor"] in found, found
+    assert [
+        "torch.distributed.distributed_c10d",
+        "_new_process_group_helper",
+        "device_ext.torch_patches.c10d",
+    ] in found, found

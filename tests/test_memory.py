@@ -79,9 +79,11 @@ def test_allocated_bytes_are_rounded_to_512(nbytes):
 
 def test_tensor_bytes_follow_numel_and_dtype():
     before = torch.mydev.memory_allocated()
-    tensors = [torch.empty(100, dtype=torch.float64, device="mydev"),   # 800 B -> 1024
-               torch.empty(3, 5, dtype=torch.int16, device="mydev"),     # 30 B -> 512
-               torch.ones(256, device="mydev")]                          # 1024 B -> 1024
+    tensors = [
+        torch.empty(100, dtype=torch.float64, device="mydev"),  # 800 B -> 1024
+        torch.empty(3, 5, dtype=torch.int16, device="mydev"),  # 30 B -> 512
+        torch.ones(256, device="mydev"),
+    ]  # 1024 B -> 1024
     assert torch.mydev.memory_allocated() - before == 1024 + 512 + 1024
     del tensors
     assert torch.mydev.memory_allocated() == before
@@ -98,8 +100,15 @@ def test_memory_functions_agree_with_memory_stats(device):
     assert torch.mydev.memory_allocated(f"mydev:{device}") == stats["allocated_bytes.all.current"]
     assert torch.accelerator.memory_allocated(device) == stats["allocated_bytes.all.current"]
     assert torch.accelerator.memory_reserved(device) == stats["reserved_bytes.all.current"]
-    for key in ("num_ooms", "num_alloc_retries", "num_device_alloc", "num_device_free",
-                "reserved_bytes.all.peak", "segment.all.current", "active.all.current"):
+    for key in (
+        "num_ooms",
+        "num_alloc_retries",
+        "num_device_alloc",
+        "num_device_free",
+        "reserved_bytes.all.peak",
+        "segment.all.current",
+        "active.all.current",
+    ):
         assert isinstance(stats[key], int) and stats[key] >= 0, key
     assert stats["allocated_bytes.all.current"] >= 5120
     del keep
@@ -132,9 +141,16 @@ def test_reset_accumulated_memory_stats():
     assert before["allocated_bytes.all.freed"] > 0
     torch.mydev.reset_accumulated_memory_stats()
     after = _stats()
-    for key in ("allocated_bytes.all.allocated", "allocated_bytes.all.freed",
-                "allocation.all.allocated", "allocation.all.freed",
-                "num_ooms", "num_alloc_retries", "num_device_alloc", "num_device_free"):
+    for key in (
+        "allocated_bytes.all.allocated",
+        "allocated_bytes.all.freed",
+        "allocation.all.allocated",
+        "allocation.all.freed",
+        "num_ooms",
+        "num_alloc_retries",
+        "num_device_alloc",
+        "num_device_free",
+    ):
         assert after[key] == 0, key
     for key in ("allocated_bytes.all.current", "reserved_bytes.all.current", "allocation.all.current"):
         assert after[key] == before[key], key
@@ -161,7 +177,7 @@ def test_caching_allocator_reuses_freed_block(nbytes):
 
 def test_empty_cache_releases_only_unused_segments(clean_cache):
     base_reserved = torch.mydev.memory_reserved()
-    keep = torch.full((3 * MiB,), 3.0, device="mydev")        # 12 MiB: its own segment
+    keep = torch.full((3 * MiB,), 3.0, device="mydev")  # 12 MiB: its own segment
     temporary = _bytes(24 * MiB)
     del temporary
     assert torch.mydev.memory_reserved() >= base_reserved + 36 * MiB
@@ -179,7 +195,9 @@ def test_empty_cache_releases_only_unused_segments(clean_cache):
 
 
 def test_segment_sizes_and_empty_cache_in_fresh_process(python_subprocess):
-    observed = _run_json(python_subprocess, """
+    observed = _run_json(
+        python_subprocess,
+        """
         import json, torch
         m = torch.mydev
         out = {}
@@ -198,7 +216,8 @@ def test_segment_sizes_and_empty_cache_in_fresh_process(python_subprocess):
         free, total = m.mem_get_info()
         out["free_plus_reserved"] = free + m.memory_reserved() == total
         print(json.dumps(out))
-    """)
+    """,
+    )
     assert observed["small"] == [1024, 2 * MiB]
     assert observed["medium"] == [3 * MiB, 20 * MiB]
     assert observed["large"] == [12 * MiB + 512, 14 * MiB]
@@ -240,10 +259,17 @@ def test_stats_are_per_device(allocate_on, observe):
     assert _stats(observe) == observed_before
 
 
-@pytest.mark.parametrize("call", [
-    torch.mydev.memory_stats, torch.mydev.memory_allocated, torch.mydev.mem_get_info,
-    torch.mydev.reset_peak_memory_stats, torch.mydev.reset_accumulated_memory_stats,
-], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "call",
+    [
+        torch.mydev.memory_stats,
+        torch.mydev.memory_allocated,
+        torch.mydev.mem_get_info,
+        torch.mydev.reset_peak_memory_stats,
+        torch.mydev.reset_accumulated_memory_stats,
+    ],
+    ids=lambda f: f.__name__,
+)
 def test_memory_functions_reject_bad_device(call):
     with pytest.raises(RuntimeError, match=f"Invalid device index mydev:{N_DEVICES}"):
         call(N_DEVICES)
@@ -267,17 +293,31 @@ def test_zero_size_tensors_allocate_nothing(shape):
     assert torch.equal(also.cpu(), torch.zeros(shape) + 1)
 
 
-@pytest.mark.parametrize("make, error, match", [
-    (lambda: torch.empty(-5, device="mydev"), RuntimeError, "negative dimension -5"),
-    (lambda: torch.empty(4, -1, device="mydev"), RuntimeError, "negative dimension -1"),
-    (lambda: torch.empty(2**62, device="mydev"), RuntimeError, "overflow"),
-    (lambda: torch.empty(2**50, dtype=torch.uint8, device="mydev"), torch.OutOfMemoryError,
-     "Tried to allocate 1048576.00 GiB"),
-    (lambda: torch.empty(-(2**62), device="mydev"), RuntimeError, "negative dimension"),
-    (lambda: torch.ones(1, device="mydev").untyped_storage().resize_(-1), RuntimeError, "negative"),
-    (lambda: torch.ones(1, device="mydev").untyped_storage().resize_(-1000), RuntimeError, "negative"),
-], ids=["negative", "negative-2d", "overflow", "too-large", "huge-negative",
-        "storage-resize-negative", "storage-resize-negative-1000"])
+@pytest.mark.parametrize(
+    "make, error, match",
+    [
+        (lambda: torch.empty(-5, device="mydev"), RuntimeError, "negative dimension -5"),
+        (lambda: torch.empty(4, -1, device="mydev"), RuntimeError, "negative dimension -1"),
+        (lambda: torch.empty(2**62, device="mydev"), RuntimeError, "overflow"),
+        (
+            lambda: torch.empty(2**50, dtype=torch.uint8, device="mydev"),
+            torch.OutOfMemoryError,
+            "Tried to allocate 1048576.00 GiB",
+        ),
+        (lambda: torch.empty(-(2**62), device="mydev"), RuntimeError, "negative dimension"),
+        (lambda: torch.ones(1, device="mydev").untyped_storage().resize_(-1), RuntimeError, "negative"),
+        (lambda: torch.ones(1, device="mydev").untyped_storage().resize_(-1000), RuntimeError, "negative"),
+    ],
+    ids=[
+        "negative",
+        "negative-2d",
+        "overflow",
+        "too-large",
+        "huge-negative",
+        "storage-resize-negative",
+        "storage-resize-negative-1000",
+    ],
+)
 def test_absurd_sizes_raise_clear_errors(make, error, match):
     allocated = torch.mydev.memory_allocated()
     with pytest.raises(error, match=match):
@@ -304,7 +344,9 @@ def test_in_process_oom_counts_and_keeps_working():
 
 @pytest.mark.parametrize("empty_cache", [False, True], ids=["free", "free+empty_cache"])
 def test_out_of_memory_error_and_recovery(python_subprocess, empty_cache):
-    observed = _run_json(python_subprocess, """
+    observed = _run_json(
+        python_subprocess,
+        """
         import json, torch
         m = torch.mydev
         out = {"type": None}
@@ -330,9 +372,12 @@ def test_out_of_memory_error_and_recovery(python_subprocess, empty_cache):
         out["survivor_ok"] = torch.equal(keep[0].cpu(), torch.full((4 << 20,), 2.0))
         out["num_ooms_end"] = m.memory_stats()["num_ooms"]
         print(json.dumps(out))
-    """.replace("EMPTY_CACHE", str(empty_cache)), MYDEV_MEMORY_MB=64, MYDEV_DEVICE_COUNT=1)
+    """.replace("EMPTY_CACHE", str(empty_cache)),
+        MYDEV_MEMORY_MB=64,
+        MYDEV_DEVICE_COUNT=1,
+    )
     assert observed["type"] == "OutOfMemoryError"
-    assert observed["is_oom_error"] is True      # and, being caught above, a RuntimeError
+    assert observed["is_oom_error"] is True  # and, being caught above, a RuntimeError
     message = observed["message"]
     assert "Tried to allocate 32.00 MiB" in message
     assert "total capacity of 64.00 MiB" in message
@@ -342,17 +387,19 @@ def test_out_of_memory_error_and_recovery(python_subprocess, empty_cache):
     assert observed["allocated_after_oom"] == 48 * MiB
     assert observed["ops_after_oom"] == 3.0 * 1000
     if empty_cache:
-        assert observed["reserved_after_empty_cache"] == 16 * MiB   # only the survivor
+        assert observed["reserved_after_empty_cache"] == 16 * MiB  # only the survivor
         assert observed["retried"] == 0
     else:
-        assert observed["retried"] == 1   # the two cached 16 MiB segments were released
+        assert observed["retried"] == 1  # the two cached 16 MiB segments were released
     assert observed["big_ok"] is True
     assert observed["survivor_ok"] is True
     assert observed["num_ooms_end"] == 1
 
 
 def test_cached_blocks_are_released_and_retried_before_oom(python_subprocess):
-    observed = _run_json(python_subprocess, """
+    observed = _run_json(
+        python_subprocess,
+        """
         import json, torch
         m = torch.mydev
         out = {}
@@ -366,7 +413,10 @@ def test_cached_blocks_are_released_and_retried_before_oom(python_subprocess):
         out["after"] = [m.memory_allocated(), m.memory_reserved()]
         out["values_ok"] = torch.equal(big.cpu(), torch.full((10 << 20,), 1.5))
         print(json.dumps(out))
-    """, MYDEV_MEMORY_MB=64, MYDEV_DEVICE_COUNT=1)
+    """,
+        MYDEV_MEMORY_MB=64,
+        MYDEV_DEVICE_COUNT=1,
+    )
     # Six 8 MiB blocks fill three 20 MiB segments; 40 MiB only fits once
     # the allocator gave them back.
     assert observed["cached"] == [0, 60 * MiB]
@@ -404,12 +454,12 @@ def test_record_stream_delays_reuse_until_side_stream_is_done(nbytes, clean_cach
         assert side.query() is False
         assert c.data_ptr() != pointer
     side.synchronize()
-    assert torch.equal(b.cpu(), torch.full((n,), 2.0))     # a's memory was not clobbered
+    assert torch.equal(b.cpu(), torch.full((n,), 2.0))  # a's memory was not clobbered
     assert torch.equal(c.cpu(), torch.full((n,), 7.0))
 
 
 def test_record_stream_block_is_reused_once_side_stream_finished(clean_cache):
-    n = 12 * MiB // 4      # a whole segment: no splitting or merging
+    n = 12 * MiB // 4  # a whole segment: no splitting or merging
     a = torch.full((n,), 1.0, device="mydev")
     pointer = a.data_ptr()
     side, b, latch = _use_on_held_side_stream(a)
@@ -507,7 +557,7 @@ def test_non_blocking_host_to_device_copy(pinned):
     torch.mydev.synchronize()
     with hold_stream() as latch:
         if pinned:
-            target.copy_(source, non_blocking=True)   # returns while the stream is held
+            target.copy_(source, non_blocking=True)  # returns while the stream is held
             assert torch.mydev.current_stream().query() is False
         else:
             # Pageable memory: the copy happens before returning, so it
@@ -545,7 +595,7 @@ def test_pinned_block_in_flight_is_not_reused(empty_host_cache):
     source = torch.full((n,), 5.0).pin_memory()
     pointer = source.data_ptr()
     with hold_stream():
-        on_device = source.to("mydev", non_blocking=True)   # reads source after the latch
+        on_device = source.to("mydev", non_blocking=True)  # reads source after the latch
         del source
         if empty_host_cache:
             torch.accelerator.empty_host_cache()
@@ -568,7 +618,7 @@ def test_pinned_block_in_flight_is_not_reused(empty_host_cache):
 @pytest.mark.parametrize("device", range(N_DEVICES))
 def test_storage_resize_to_zero_frees_and_regrows(device):
     # The FSDP2 pattern; from mydev:0 even for a storage on another device.
-    t = torch.arange(4096, dtype=torch.float32, device=f"mydev:{device}")     # 16 KiB
+    t = torch.arange(4096, dtype=torch.float32, device=f"mydev:{device}")  # 16 KiB
     storage = t.untyped_storage()
     nbytes = storage.nbytes()
     assert nbytes == 16 * KiB
@@ -607,13 +657,12 @@ def test_storage_resize_keeps_existing_bytes_in_stream_order(new_elements):
     source = reference.to("mydev")
     torch.mydev.synchronize()
     with hold_stream():
-        t.copy_(source * 2)                   # queued behind the latch
+        t.copy_(source * 2)  # queued behind the latch
         assert torch.mydev.current_stream().query() is False
         storage = t.untyped_storage()
-        storage.resize_(new_elements * 4)     # queued too: the copy of the kept bytes
+        storage.resize_(new_elements * 4)  # queued too: the copy of the kept bytes
     assert storage.nbytes() == new_elements * 4
     view = torch.empty(0, device="mydev").set_(storage, 0, (new_elements,))
     kept = min(4096, new_elements)
     assert torch.equal(view[:kept].cpu(), reference[:kept] * 2)
     assert torch.mydev.memory_allocated() >= new_elements * 4
-

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+
 from mydev_testing import N_DEVICES, run_python
 
 THIS_FILE = "test_memory_history.py"
@@ -57,7 +58,8 @@ def test_snapshot_has_cudas_layout(history):
         assert sum(b["size"] for b in segment["blocks"]) == segment["total_size"]
         assert segment["blocks"][0]["address"] == segment["address"]
         assert segment["allocated_size"] == sum(
-            b["size"] for b in segment["blocks"] if b["state"] == "active_allocated")
+            b["size"] for b in segment["blocks"] if b["state"] == "active_allocated"
+        )
     segment, block = block_at(snapshot, addr_y)
     assert segment["segment_type"] == "large" and segment["stream"] == 0
     assert block["state"] == "active_allocated"
@@ -68,9 +70,10 @@ def test_snapshot_has_cudas_layout(history):
 
     trace = snapshot["device_traces"][0]
     assert [(e["action"], e["size"]) for e in entries_at(snapshot, addr_y)] == [
-        ("segment_alloc", 38 << 20), ("alloc", 38 << 20)]
-    assert [e["action"] for e in entries_at(snapshot, addr_x)][-3:] == [
-        "alloc", "free_requested", "free_completed"]
+        ("segment_alloc", 38 << 20),
+        ("alloc", 38 << 20),
+    ]
+    assert [e["action"] for e in entries_at(snapshot, addr_x)][-3:] == ["alloc", "free_requested", "free_completed"]
     alloc_x = entries_at(snapshot, addr_x)[-3]
     assert alloc_x["size"] == 4096 and alloc_x["stream"] == 0  # 4000 bytes rounded up
     assert any(f["name"] == "test_snapshot_has_cudas_layout" for f in alloc_x["frames"])
@@ -91,8 +94,13 @@ def test_snapshot_round_trips_through_memory_viz(history, tmp_path):
     assert "alloc" in actions(snapshot)
 
     def memory_viz(*args):
-        result = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", *args],
-                                capture_output=True, text=True, timeout=120, check=False)
+        result = subprocess.run(
+            [sys.executable, "-m", "torch.cuda._memory_viz", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert result.returncode == 0, result.stderr
         return result.stdout
 
@@ -138,8 +146,7 @@ def test_oom_while_recording_leaves_an_oom_entry(history):
     assert len(oom) == 1
     assert oom[0]["size"] == total + (1 << 20)
     assert 0 <= oom[0]["device_free"] <= total
-    assert any(f["name"] == "test_oom_while_recording_leaves_an_oom_entry"
-               for f in oom[0]["frames"])
+    assert any(f["name"] == "test_oom_while_recording_leaves_an_oom_entry" for f in oom[0]["frames"])
     # The snapshot at that moment is whole: the live block is still there.
     assert block_at(snapshot, keep.data_ptr())[1]["state"] == "active_allocated"
     assert torch.equal((keep + 1).cpu(), torch.full((1024,), 2.0))
@@ -155,8 +162,9 @@ def test_max_entries_keeps_the_newest(history):
 
 
 def test_context_levels_and_skip_actions(history):
-    torch.mydev.memory._record_memory_history("all", context="state", clear_history=True,
-                                              skip_actions=["free_requested"])
+    torch.mydev.memory._record_memory_history(
+        "all", context="state", clear_history=True, skip_actions=["free_requested"]
+    )
     x = torch.empty(1024, device="mydev")
     addr = x.data_ptr()
     del x
@@ -182,7 +190,8 @@ def test_cpp_stacks(history):
     files = [f["filename"] for f in block["frames"]]
     assert any(THIS_FILE in name for name in files)
     assert any(name.endswith((".cpp", ".h", ".hpp")) for name in files) or any(
-        "mydev" in f["name"] for f in block["frames"]), block["frames"][:20]
+        "mydev" in f["name"] for f in block["frames"]
+    ), block["frames"][:20]
 
 
 def test_stopping_keeps_the_history_and_records_nothing_more(history):
@@ -196,16 +205,19 @@ def test_stopping_keeps_the_history_and_records_nothing_more(history):
     assert actions(torch.mydev.memory._snapshot()) == []
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    ({"enabled": "yes"}, ValueError, "enabled must be None, 'state' or 'all', got 'yes'"),
-    ({"enabled": True}, TypeError, "the legacy boolean form is not supported"),
-    ({"context": "stack"}, ValueError, "context must be None, 'state', 'alloc' or 'all'"),
-    ({"stacks": "cpp"}, ValueError, "stacks must be 'python' or 'all', got 'cpp'"),
-    ({"max_entries": -1}, ValueError, "max_entries must be >= 0, got -1"),
-    ({"max_entries": 2.5}, TypeError, "max_entries must be an int"),
-    ({"skip_actions": ["malloc"]}, ValueError, "unknown action 'malloc' in skip_actions"),
-    ({"device": 64}, RuntimeError, "Invalid device index mydev:64"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"enabled": "yes"}, ValueError, "enabled must be None, 'state' or 'all', got 'yes'"),
+        ({"enabled": True}, TypeError, "the legacy boolean form is not supported"),
+        ({"context": "stack"}, ValueError, "context must be None, 'state', 'alloc' or 'all'"),
+        ({"stacks": "cpp"}, ValueError, "stacks must be 'python' or 'all', got 'cpp'"),
+        ({"max_entries": -1}, ValueError, "max_entries must be >= 0, got -1"),
+        ({"max_entries": 2.5}, TypeError, "max_entries must be an int"),
+        ({"skip_actions": ["malloc"]}, ValueError, "unknown action 'malloc' in skip_actions"),
+        ({"device": 64}, RuntimeError, "Invalid device index mydev:64"),
+    ],
+)
 def test_bad_history_arguments(kwargs, error, message):
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
         torch.mydev.memory._record_memory_history(**kwargs)
@@ -253,9 +265,13 @@ def test_memory_history_in_a_plain_script(tmp_path):
     """)
     assert result.returncode == 0, result.stderr
     assert "PyTorch mydev memory summary, device ID 0" in result.stdout
-    viz = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "trace_plot",
-                          str(snapshot), "-o", str(html)], capture_output=True, text=True,
-                         timeout=120, check=False)
+    viz = subprocess.run(
+        [sys.executable, "-m", "torch.cuda._memory_viz", "trace_plot", str(snapshot), "-o", str(html)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert viz.returncode == 0, viz.stderr
     with open(snapshot, "rb") as f:
         data = pickle.load(f)

@@ -27,15 +27,23 @@ def run_script(tmp_path: Path, code: str, **env: str) -> Dict[str, Any]:
     last stdout line."""
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(code))
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                            timeout=240, cwd=tmp_path, env={**os.environ, **env})
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+        env={**os.environ, **env},
+    )
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 @needs_two_devices
 def test_queue_shares_memory_both_devices_and_views(tmp_path: Path) -> None:
-    seen = run_script(tmp_path, """
+    seen = run_script(
+        tmp_path,
+        """
         import json, torch, torch.multiprocessing as mp
 
         def child(inbox, outbox):
@@ -68,7 +76,8 @@ def test_queue_shares_memory_both_devices_and_views(tmp_path: Path) -> None:
                 seen["exitcode"] = process.exitcode
                 results[device] = seen
             print(json.dumps(results))
-        """)
+        """,
+    )
     expected_after = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     expected_after[1:, 1:3] *= -1
     for device in ("mydev:0", "mydev:1"):
@@ -86,7 +95,9 @@ def test_queue_shares_memory_both_devices_and_views(tmp_path: Path) -> None:
 def test_consumer_sees_the_producers_queued_writes(tmp_path: Path, launch_blocking: str) -> None:
     # The fill is still queued behind a device sleep when the tensor is sent;
     # the consumer's tensor must not be returned before the fill ran.
-    seen = run_script(tmp_path, """
+    seen = run_script(
+        tmp_path,
+        """
         import json, torch, torch.multiprocessing as mp
 
         def child(inbox, outbox):
@@ -109,7 +120,9 @@ def test_consumer_sees_the_producers_queued_writes(tmp_path: Path, launch_blocki
             seen = outbox.get(timeout=120)
             process.join(120)
             print(json.dumps(seen))
-        """, MYDEV_LAUNCH_BLOCKING=launch_blocking)
+        """,
+        MYDEV_LAUNCH_BLOCKING=launch_blocking,
+    )
     assert seen == [7.0] * 4
 
 
@@ -117,7 +130,9 @@ def test_consumer_outlives_the_producers_reference(tmp_path: Path) -> None:
     # The parent drops its tensor and reuses the device's memory while the
     # child still holds the shared one: the child must still read its values;
     # once the child released it, the parent gets the memory back.
-    seen = run_script(tmp_path, """
+    seen = run_script(
+        tmp_path,
+        """
         import json, torch, torch.multiprocessing as mp
 
         def child(inbox, parent_dropped, outbox):
@@ -152,7 +167,8 @@ def test_consumer_outlives_the_producers_reference(tmp_path: Path) -> None:
             torch.mydev.empty_cache()
             seen["back_to_baseline"] = torch.mydev.memory_allocated(1) == baseline
             print(json.dumps(seen))
-        """)
+        """,
+    )
     n = 1 << 16
     assert seen["held_after_drop"] == 1
     assert seen["child"] == {"device": "mydev:1", "sum": float(n * (n - 1) // 2), "first": [0.0, 1.0, 2.0]}
@@ -165,7 +181,9 @@ def test_dataloader_workers_produce_mydev_tensors(tmp_path: Path) -> None:
     # With 'spawn' (as cuda), workers make mydev batches the main process
     # receives on the same device; with 'fork' after mydev was used, the
     # worker's error (use 'spawn') reaches the main process.
-    seen = run_script(tmp_path, """
+    seen = run_script(
+        tmp_path,
+        """
         import json, torch
         from torch.utils.data import DataLoader, Dataset
 
@@ -187,7 +205,8 @@ def test_dataloader_workers_produce_mydev_tensors(tmp_path: Path) -> None:
             except RuntimeError as err:
                 seen["fork_error"] = str(err)
             print(json.dumps(seen))
-        """)
+        """,
+    )
     expected = [[[float(i * i)] * 3, [float((i + 1) ** 2)] * 3] for i in range(0, 8, 2)]
     assert seen["devices"] == ["mydev:1"]
     assert seen["batches"] == expected
@@ -196,7 +215,9 @@ def test_dataloader_workers_produce_mydev_tensors(tmp_path: Path) -> None:
 
 
 def test_spawn_arguments_and_parameters(tmp_path: Path) -> None:
-    seen = run_script(tmp_path, """
+    seen = run_script(
+        tmp_path,
+        """
         import json, torch, torch.multiprocessing as mp
 
         def child(rank, weight, empty, outbox):
@@ -215,10 +236,16 @@ def test_spawn_arguments_and_parameters(tmp_path: Path) -> None:
             del weight
             seen["held_after_child_exit"] = torch.mydev.ipc_collect()
             print(json.dumps(seen))
-        """)
-    assert seen == {"type": "Parameter", "requires_grad": True, "device": "mydev:1",
-                    "values": torch.linspace(0, 1, 5).tolist(), "empty": ["mydev:1", 0],
-                    "held_after_child_exit": 0}
+        """,
+    )
+    assert seen == {
+        "type": "Parameter",
+        "requires_grad": True,
+        "device": "mydev:1",
+        "values": torch.linspace(0, 1, 5).tolist(),
+        "empty": ["mydev:1", 0],
+        "held_after_child_exit": 0,
+    }
 
 
 # --- in this process: the pickling itself ---------------------------------------------------

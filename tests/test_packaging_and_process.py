@@ -22,8 +22,12 @@ from mydev_testing import run_python
 MiB = 1 << 20
 # Subprocess environments that must not inherit a non-default setting from the caller.
 # (An empty MYDEV_* value means "default"; TORCH_DEVICE_BACKEND_AUTOLOAD must be "1" to load.)
-DEFAULTS = {"MYDEV_DEVICE_COUNT": "", "MYDEV_MEMORY_MB": "", "MYDEV_LAUNCH_BLOCKING": "",
-            "TORCH_DEVICE_BACKEND_AUTOLOAD": "1"}
+DEFAULTS = {
+    "MYDEV_DEVICE_COUNT": "",
+    "MYDEV_MEMORY_MB": "",
+    "MYDEV_LAUNCH_BLOCKING": "",
+    "TORCH_DEVICE_BACKEND_AUTOLOAD": "1",
+}
 
 
 def run_json(code: str, **env: str) -> Dict[str, Any]:
@@ -60,8 +64,14 @@ def test_import_torch_registers_mydev() -> None:
         }))
         """
     )
-    assert seen == {"has_mydev": True, "backend": "mydev", "loaded": True, "zeros": [0.0, 0.0],
-                    "device": "mydev:0", "module": "device_ext.mydev"}
+    assert seen == {
+        "has_mydev": True,
+        "backend": "mydev",
+        "loaded": True,
+        "zeros": [0.0, 0.0],
+        "device": "mydev:0",
+        "module": "device_ext.mydev",
+    }
 
 
 def test_autoload_off_then_import_device_ext() -> None:
@@ -433,11 +443,11 @@ def test_fork_after_only_querying_devices_is_harmless() -> None:
     assert seen["parent"] == [3.0, 3.0]
 
 
-WORKER_MODULE = '''
+WORKER_MODULE = """
 def double_on_mydev(values, device):
     import torch
     return (torch.tensor(values, device=device) * 2).cpu().tolist(), torch.mydev.device_count()
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -505,9 +515,14 @@ def test_exit_with_queued_kernels_is_clean_and_does_not_wait_for_them() -> None:
     assert result.stderr == ""
 
 
-@pytest.mark.parametrize("use", ["x = torch.ones(4, device='mydev') * 2",
-                                 "(torch.ones(4, device='mydev', requires_grad=True) * 2).sum().backward()"],
-                         ids=["forward", "backward"])
+@pytest.mark.parametrize(
+    "use",
+    [
+        "x = torch.ones(4, device='mydev') * 2",
+        "(torch.ones(4, device='mydev', requires_grad=True) * 2).sum().backward()",
+    ],
+    ids=["forward", "backward"],
+)
 def test_uncaught_ctrl_c_exits_with_the_sigint_status(use: str) -> None:
     # Python reports an uncaught KeyboardInterrupt by dying of SIGINT; the exit
     # hook must not turn that into exit code 1.
@@ -565,13 +580,20 @@ def test_kernel_failure_unreported_at_exit_is_printed() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "exiting\n"
-    assert ("mydev: a kernel failure on mydev:0 was not reported by any synchronizing call "
-            "before exit: kernel '_fail' failed on mydev:0: failed-before-exit") in result.stderr
+    assert (
+        "mydev: a kernel failure on mydev:0 was not reported by any synchronizing call "
+        "before exit: kernel '_fail' failed on mydev:0: failed-before-exit"
+    ) in result.stderr
 
 
 def test_demo() -> None:
-    result = subprocess.run([sys.executable, "-m", "device_ext.demo"], capture_output=True, text=True,
-                            env={**os.environ, **DEFAULTS}, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "device_ext.demo"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **DEFAULTS},
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     lines = result.stdout.splitlines()
@@ -597,6 +619,5 @@ def test_demo() -> None:
     # The demo prints its timings; the tests of streams and events check asynchrony.
     assert re.fullmatch(r"_sleep\(200\): host returned after [\d.]+ ms, synchronize after [\d.]+ ms", lines[4])
     assert re.search(r"elapsed [\d.]+ ms", lines[5])
-    compiled_loss, eager_loss = map(float, re.search(
-        r"loss ([\d.]+), eager CPU ([\d.]+)$", lines[12]).groups())
+    compiled_loss, eager_loss = map(float, re.search(r"loss ([\d.]+), eager CPU ([\d.]+)$", lines[12]).groups())
     assert abs(compiled_loss - eager_loss) < 1e-4

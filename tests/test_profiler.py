@@ -10,12 +10,12 @@ import threading
 
 import pytest
 import torch
-from distributed_harness import check_ok, exit_ok, init_group, run_ranks
-from mydev_testing import N_DEVICES, needs_two_devices, run_python
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from device_ext import _C
+from distributed_harness import check_ok, exit_ok, init_group, run_ranks
+from mydev_testing import N_DEVICES, needs_two_devices, run_python
 
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
@@ -64,8 +64,7 @@ def test_kernels_are_linked_to_the_op_that_launched_them():
         (x @ x).sum()
         torch.mydev.synchronize()
     # Torch ops (launch events on the host are CPU events linked to one).
-    ops = {e.id: e for e in prof.events()
-           if e.device_type == DeviceType.CPU and e.linked_correlation_id == 0}
+    ops = {e.id: e for e in prof.events() if e.device_type == DeviceType.CPU and e.linked_correlation_id == 0}
     kernels = [e for e in device_events(prof) if e.name in ("aten::mm", "aten::sum")]
     assert {k.name for k in kernels} == {"aten::mm", "aten::sum"}
     for kernel in kernels:
@@ -115,8 +114,11 @@ def test_chrome_trace_has_device_tracks_and_flows(tmp_path):
 
     # Each kernel's host launch is a runtime event on the launching thread,
     # joined to the kernel by an ac2g flow (start at the launch, end at the kernel).
-    launches = [e for e in complete_events(trace, "privateuse1_runtime")
-                if e["args"]["correlation"] == mul[0]["args"]["correlation"]]
+    launches = [
+        e
+        for e in complete_events(trace, "privateuse1_runtime")
+        if e["args"]["correlation"] == mul[0]["args"]["correlation"]
+    ]
     assert len(launches) == 1 and launches[0]["name"] == "mydevLaunchKernel"
     assert launches[0]["pid"] != 0
     flows = [e for e in trace if e.get("cat") == "ac2g" and e["id"] == mul[0]["args"]["correlation"]]
@@ -225,8 +227,12 @@ def test_with_stack_and_schedule_with_tensorboard_handler(tmp_path):
     x = torch.randn(32, 32, device="mydev")
     torch.mydev.synchronize()
     handler = torch.profiler.tensorboard_trace_handler(str(tmp_path), worker_name="w")
-    with profile(activities=ACTIVITIES, with_stack=True, on_trace_ready=handler,
-                 schedule=schedule(wait=1, warmup=1, active=2, repeat=1)) as prof:
+    with profile(
+        activities=ACTIVITIES,
+        with_stack=True,
+        on_trace_ready=handler,
+        schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+    ) as prof:
         for _ in range(5):
             x = (x * 0.5).sin()
             torch.mydev.synchronize()
@@ -280,7 +286,8 @@ def test_fused_custom_op_kernel_is_recorded():
 def test_triton_kernel_is_recorded_under_its_name(tmp_path):
     pytest.importorskip("triton", reason="triton is not installed: the mydev Triton backend is optional")
     script = tmp_path / "triton_profile.py"  # @triton.jit needs its source in a file
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import torch
         import triton
         import triton.language as tl
@@ -303,9 +310,9 @@ def test_triton_kernel_is_recorded_under_its_name(tmp_path):
         assert torch.equal(out.cpu(), torch.arange(512, dtype=torch.float32) * 2)
         kernels = [e for e in prof.events() if e.device_type == DeviceType.PrivateUse1]
         print("KERNELS", [(e.name, e.device_index, e.time_range.elapsed_us() > 0) for e in kernels])
-    """))
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                            check=False)
+    """)
+    )
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr
     assert "KERNELS [('double_kernel', 0, True)]" in result.stdout
 
@@ -323,8 +330,7 @@ def _worker_collective_trace(rank: int, world_size: int) -> None:
         torch.mydev.synchronize()
     assert torch.equal(t.cpu(), torch.full((1024,), 6.0))  # (1 + 2) * 2
     # Torch ops (launch events on the host are CPU events linked to one).
-    ops = {e.id: e for e in prof.events()
-           if e.device_type == DeviceType.CPU and e.linked_correlation_id == 0}
+    ops = {e.id: e for e in prof.events() if e.device_type == DeviceType.CPU and e.linked_correlation_id == 0}
     collectives = [e for e in device_events(prof) if e.name == "allreduce"]
     assert len(collectives) == 1, [e.name for e in device_events(prof)]
     kernel = collectives[0]
@@ -341,8 +347,7 @@ def test_collective_kernels_are_on_the_communication_stream():
 
 
 def test_unknown_activity_is_a_clear_error():
-    with pytest.raises(AssertionError, match="No valid profiler activities found"), \
-            profile(activities=["mydev"]):
+    with pytest.raises(AssertionError, match="No valid profiler activities found"), profile(activities=["mydev"]):
         pass
     # The profiler and the device stay usable.
     with profile(activities=ACTIVITIES) as prof:

@@ -22,8 +22,7 @@ def philox4x32_10(key: int, counter: int) -> List[int]:
     for _ in range(10):
         p0 = 0xD2511F53 * block[0]
         p1 = 0xCD9E8D57 * block[2]
-        block = [(p1 >> 32) ^ block[1] ^ k0, p1 & MASK32, (p0 >> 32) ^ block[3] ^ k1,
-                 p0 & MASK32]
+        block = [(p1 >> 32) ^ block[1] ^ k0, p1 & MASK32, (p0 >> 32) ^ block[3] ^ k1, p0 & MASK32]
         k0, k1 = (k0 + 0x9E3779B9) & MASK32, (k1 + 0xBB67AE85) & MASK32
     return block
 
@@ -47,7 +46,8 @@ DRAWS = {
     "normal": lambda n: torch.empty(n, device=DEVICE).normal_(1, 2),
     "bernoulli": lambda n: torch.empty(n, device=DEVICE).bernoulli_(0.3),
     "bernoulli_tensor": lambda n: torch.empty(n, device=DEVICE).bernoulli_(
-        torch.linspace(0, 1, n, device=DEVICE)[-1:].expand(n) * 0.5),
+        torch.linspace(0, 1, n, device=DEVICE)[-1:].expand(n) * 0.5
+    ),
     "dropout": lambda n: torch.nn.functional.dropout(torch.ones(n, device=DEVICE), 0.4),
     "exponential": lambda n: torch.empty(n, device=DEVICE).exponential_(2.0),
     "random": lambda n: torch.empty(n, device=DEVICE, dtype=torch.int64).random_(-5, 1000),
@@ -94,8 +94,7 @@ def test_uniform_and_bernoulli_follow_the_documented_formula():
     bits64 = [bits_at(seed, offset + 40 + i) for i in range(n)]
     assert torch.equal(u64, torch.tensor([b / 2**32 for b in bits64], dtype=torch.float64))
     bits_b = [bits_at(seed, offset + 80 + i) for i in range(n)]
-    assert torch.equal(bern, torch.tensor([float(b / 2**32 < 0.25) for b in bits_b],
-                                          dtype=torch.float64))
+    assert torch.equal(bern, torch.tensor([float(b / 2**32 < 0.25) for b in bits_b], dtype=torch.float64))
 
 
 def test_normal_follows_box_muller_on_lane_pairs():
@@ -108,8 +107,7 @@ def test_normal_follows_box_muller_on_lane_pairs():
         u2 = bits_at(seed, p | 1) / 2**32
         radius = math.sqrt(-2 * math.log(u1))
         expected.append(radius * (math.cos if p % 2 == 0 else math.sin)(2 * math.pi * u2))
-    torch.testing.assert_close(z, torch.tensor(expected, dtype=torch.float64),
-                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(z, torch.tensor(expected, dtype=torch.float64), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", ["uniform", "normal", "bernoulli", "dropout"])
@@ -132,13 +130,16 @@ def test_values_do_not_depend_on_the_thread_split(name):
     assert torch.equal(torch.cat([head, tail]), results[0])
 
 
-@pytest.mark.parametrize("op", [
-    lambda t: t.uniform_(),
-    lambda t: t.normal_(),
-    lambda t: t.bernoulli_(0.5),
-    lambda t: t.exponential_(),
-    lambda t: t.random_(0, 100),
-])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda t: t.uniform_(),
+        lambda t: t.normal_(),
+        lambda t: t.bernoulli_(0.5),
+        lambda t: t.exponential_(),
+        lambda t: t.random_(0, 100),
+    ],
+)
 def test_non_contiguous_outputs_get_the_contiguous_values(op):
     torch.manual_seed(5)
     contiguous = op(torch.empty(8, 6, device=DEVICE)).cpu()
@@ -186,12 +187,14 @@ def test_explicit_generators_are_used_and_leave_the_default_alone():
     assert torch.equal(mask, torch.empty(10, device=DEVICE).bernoulli_(0.5).cpu())
     with pytest.raises(RuntimeError, match="generator"):
         torch.empty(3, device=DEVICE).normal_(generator=torch.Generator())
-    for host_op in (lambda t: t.uniform_(generator=g), lambda t: t.normal_(generator=g),
-                    lambda t: t.bernoulli_(0.5, generator=g),
-                    lambda t: t.random_(0, 9, generator=g),
-                    lambda t: torch.normal(t, 1.0, generator=g)):
-        with pytest.raises(RuntimeError,
-                           match="Expected a 'cpu' device type for generator but found 'mydev'"):
+    for host_op in (
+        lambda t: t.uniform_(generator=g),
+        lambda t: t.normal_(generator=g),
+        lambda t: t.bernoulli_(0.5, generator=g),
+        lambda t: t.random_(0, 9, generator=g),
+        lambda t: torch.normal(t, 1.0, generator=g),
+    ):
+        with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator but found 'mydev'"):
             host_op(torch.zeros(3))
     assert torch.rand(2, device=DEVICE).shape == (2,)
 
@@ -245,8 +248,7 @@ def test_bernoulli_with_a_probability_tensor_and_extreme_probabilities():
     assert rates[0] == 0 and rates[1] == 1
     assert abs(rates[2] - 0.5) < 0.03 and abs(rates[3] - 0.9) < 0.03
     # A host probability tensor works as on CUDA; p broadcasts.
-    out = torch.empty(3, 4, device=DEVICE, dtype=torch.bool).bernoulli_(
-        torch.tensor([0.0, 1.0, 0.0, 1.0]))
+    out = torch.empty(3, 4, device=DEVICE, dtype=torch.bool).bernoulli_(torch.tensor([0.0, 1.0, 0.0, 1.0]))
     assert torch.equal(out.cpu(), torch.tensor([False, True, False, True]).expand(3, 4))
     assert torch.equal(torch.empty(64, device=DEVICE).bernoulli_(1.0).cpu(), torch.ones(64))
     assert torch.equal(torch.empty(64, device=DEVICE).bernoulli_(0.0).cpu(), torch.zeros(64))
@@ -292,21 +294,24 @@ def _error_of(fn: Callable[[], object]) -> str:
     return ""
 
 
-@pytest.mark.parametrize("op", [
-    lambda d: torch.empty(4, device=d).bernoulli_(1.5),
-    lambda d: torch.empty(4, device=d).bernoulli_(-0.1),
-    lambda d: torch.empty(4, device=d).uniform_(2, 1),
-    lambda d: torch.empty(4, device=d).random_(5, 5),
-    lambda d: torch.empty(4, device=d).random_(7, 3),
-    lambda d: torch.empty(4, device=d).normal_(0, -1),
-    lambda d: torch.normal(torch.zeros(4, device=d), -1.0),
-    lambda d: torch.normal(torch.zeros(4, device=d), -torch.ones(4, device=d)),
-    lambda d: torch.empty(4, device=d).exponential_(0),
-    lambda d: torch.randint(3, 3, (2,), device=d),
-    lambda d: torch.nn.functional.dropout(torch.ones(4, device=d), 1.5),
-    lambda d: torch.empty(4, device=d, dtype=torch.int64).normal_(),
-    lambda d: torch.empty(4, device=d, dtype=torch.uint8).random_(0, 300),
-])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda d: torch.empty(4, device=d).bernoulli_(1.5),
+        lambda d: torch.empty(4, device=d).bernoulli_(-0.1),
+        lambda d: torch.empty(4, device=d).uniform_(2, 1),
+        lambda d: torch.empty(4, device=d).random_(5, 5),
+        lambda d: torch.empty(4, device=d).random_(7, 3),
+        lambda d: torch.empty(4, device=d).normal_(0, -1),
+        lambda d: torch.normal(torch.zeros(4, device=d), -1.0),
+        lambda d: torch.normal(torch.zeros(4, device=d), -torch.ones(4, device=d)),
+        lambda d: torch.empty(4, device=d).exponential_(0),
+        lambda d: torch.randint(3, 3, (2,), device=d),
+        lambda d: torch.nn.functional.dropout(torch.ones(4, device=d), 1.5),
+        lambda d: torch.empty(4, device=d, dtype=torch.int64).normal_(),
+        lambda d: torch.empty(4, device=d, dtype=torch.uint8).random_(0, 300),
+    ],
+)
 def test_bad_arguments_raise_the_cpu_error_and_the_device_keeps_working(op):
     cpu_error = _error_of(lambda: op("cpu"))
     assert cpu_error, "the CPU accepts it"

@@ -65,16 +65,20 @@ def forward_backward(module, x, state):
 
 
 @pytest.mark.parametrize("kind", list(MODULES))
-@pytest.mark.parametrize("layers,bidirectional,batch_first,bias", [
-    (1, False, False, True),
-    (2, True, True, True),
-    (2, False, False, False),
-    (3, True, False, True),
-])
+@pytest.mark.parametrize(
+    "layers,bidirectional,batch_first,bias",
+    [
+        (1, False, False, True),
+        (2, True, True, True),
+        (2, False, False, False),
+        (3, True, False, True),
+    ],
+)
 def test_module_matches_cpu(kind, layers, bidirectional, batch_first, bias):
     torch.manual_seed(0)
-    cpu = MODULES[kind](INPUT, HIDDEN, num_layers=layers, bidirectional=bidirectional,
-                        batch_first=batch_first, bias=bias)
+    cpu = MODULES[kind](
+        INPUT, HIDDEN, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first, bias=bias
+    )
     dev = copy.deepcopy(cpu).to(D)
     x = seeded(BATCH, SEQ, INPUT) if batch_first else seeded(SEQ, BATCH, INPUT)
     state = initial_state(kind, layers, 2 if bidirectional else 1)
@@ -173,8 +177,7 @@ def test_double_backward_matches_cpu(kind):
         out, _ = module(x)
         (grad,) = torch.autograd.grad(out.pow(2).sum(), x, create_graph=True)
         grad.pow(2).sum().backward()
-        return [grad, x.grad if x.grad is not None else torch.zeros_like(x)] + [
-            p.grad for p in module.parameters()]
+        return [grad, x.grad if x.grad is not None else torch.zeros_like(x)] + [p.grad for p in module.parameters()]
 
     assert_close_to_cpu(run(dev, x.to(D)), run(cpu, x), rtol=1e-4, atol=1e-4)
 
@@ -229,15 +232,18 @@ def test_dropout_between_layers(kind):
 def test_mixed_devices_are_a_clear_error_and_the_device_stays_usable():
     lstm = nn.LSTM(INPUT, HIDDEN).to(D)
     # ATen's own check, as on cuda.
-    with pytest.raises(RuntimeError, match="Input and parameter tensors are not at the same device, "
-                       "found input tensor at cpu and parameter tensor at mydev:0"):
+    with pytest.raises(
+        RuntimeError,
+        match="Input and parameter tensors are not at the same device, "
+        "found input tensor at cpu and parameter tensor at mydev:0",
+    ):
         lstm(seeded(SEQ, BATCH, INPUT))
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
-        torch.ops.aten._thnn_fused_gru_cell(
-            torch.zeros(2, 6, device=D), torch.zeros(2, 6, device=D), torch.zeros(2, 2))
+        torch.ops.aten._thnn_fused_gru_cell(torch.zeros(2, 6, device=D), torch.zeros(2, 6, device=D), torch.zeros(2, 2))
     with pytest.raises(RuntimeError, match=r"_thnn_fused_lstm_cell: expected input_gates and hidden_gates"):
         torch.ops.aten._thnn_fused_lstm_cell(
-            torch.zeros(2, 6, device=D), torch.zeros(2, 6, device=D), torch.zeros(2, 2, device=D))
+            torch.zeros(2, 6, device=D), torch.zeros(2, 6, device=D), torch.zeros(2, 2, device=D)
+        )
     assert_device_still_usable()
 
 

@@ -12,9 +12,8 @@ import time
 import pytest
 import torch
 
-from mydev_testing import N_DEVICES, hold_stream, needs_two_devices, run_python
-
 import device_ext
+from mydev_testing import N_DEVICES, hold_stream, needs_two_devices, run_python
 
 
 @pytest.fixture(autouse=True)
@@ -266,13 +265,13 @@ def test_stream_context_on_other_device_switches_device_and_back():
         assert _same_stream(torch.mydev.current_stream(), stream1)
         assert torch.mydev.current_stream(0).stream_id == 0
         latch = hold_stream()
-        y = torch.arange(5.0, device="mydev") * 3   # "mydev" = current device
+        y = torch.arange(5.0, device="mydev") * 3  # "mydev" = current device
         assert y.device == torch.device("mydev", 1)
     with latch:
         assert torch.mydev.current_device() == 0
         assert torch.mydev.current_stream(1).stream_id == 0
         assert torch.mydev.current_stream(0).stream_id == 0
-        assert stream1.query() is False                       # work went to stream1
+        assert stream1.query() is False  # work went to stream1
         assert torch.mydev.default_stream(1).query() is True
     stream1.synchronize()
     assert torch.equal(y.cpu(), torch.arange(5.0) * 3)
@@ -345,13 +344,13 @@ def test_torch_accelerator_current_stream_of_other_device():
 @pytest.mark.parametrize("blocking", [False, True], ids=["spin", "blocking"])
 def test_event_record_query_synchronize(blocking):
     event = torch.mydev.Event(blocking=blocking)
-    assert event.query() is True            # never recorded: nothing to wait for
+    assert event.query() is True  # never recorded: nothing to wait for
     side = torch.mydev.Stream()
     with torch.mydev.stream(side):
         x = torch.zeros(100, device="mydev")
         latch = hold_stream()
         x.add_(4.0)
-        event.record()                      # records on the current stream: side
+        event.record()  # records on the current stream: side
     with latch:
         assert event.query() is False
     event.synchronize()
@@ -372,10 +371,14 @@ def test_event_rerecord_replaces_previous_capture():
     assert event.query() is True
 
 
-@pytest.mark.parametrize("make_event", [
-    lambda: torch.mydev.Event(enable_timing=True),
-    lambda: torch.Event(device="mydev", enable_timing=True),
-], ids=["mydev.Event", "torch.Event"])
+@pytest.mark.parametrize(
+    "make_event",
+    [
+        lambda: torch.mydev.Event(enable_timing=True),
+        lambda: torch.Event(device="mydev", enable_timing=True),
+    ],
+    ids=["mydev.Event", "torch.Event"],
+)
 def test_elapsed_time_is_ordered_and_consistent(make_event):
     first, second, third = make_event(), make_event(), make_event()
     first.record()
@@ -438,7 +441,7 @@ def _producer_consumer(order_streams):
     a = torch.mydev.Stream()
     b = torch.mydev.Stream()
     x = torch.zeros(1000, device="mydev")
-    a.wait_stream(torch.mydev.current_stream())   # x's zeros are in place
+    a.wait_stream(torch.mydev.current_stream())  # x's zeros are in place
     with hold_stream(a) as latch:
         with torch.mydev.stream(a):
             x.fill_(7.0)
@@ -466,11 +469,14 @@ def _generic_event_wait(a, b):
     b.wait_event(event)
 
 
-@pytest.mark.parametrize("order_streams", [_wait_stream, _event_wait, _generic_event_wait],
-                         ids=["wait_stream", "event.wait", "stream.wait_event"])
+@pytest.mark.parametrize(
+    "order_streams",
+    [_wait_stream, _event_wait, _generic_event_wait],
+    ids=["wait_stream", "event.wait", "stream.wait_event"],
+)
 def test_cross_stream_ordering(order_streams):
     result, b_waited = _producer_consumer(order_streams)
-    assert b_waited                        # B waits for A's latch
+    assert b_waited  # B waits for A's latch
     assert torch.equal(result, torch.full((1000,), 8.0))
 
 
@@ -522,15 +528,18 @@ def _sync_cpu(stream, tensor):
     tensor.cpu()
 
 
-@pytest.mark.parametrize("surface", [_sync_device, _sync_stream, _sync_event, _sync_item, _sync_cpu],
-                         ids=["device.synchronize", "stream.synchronize", "event.synchronize", "item", "cpu"])
+@pytest.mark.parametrize(
+    "surface",
+    [_sync_device, _sync_stream, _sync_event, _sync_item, _sync_cpu],
+    ids=["device.synchronize", "stream.synchronize", "event.synchronize", "item", "cpu"],
+)
 @pytest.mark.parametrize("on_side_stream", [False, True], ids=["default", "side"])
 def test_kernel_error_surfaces_at_next_sync_and_stream_recovers(surface, on_side_stream, request):
     stream = torch.mydev.Stream() if on_side_stream else torch.mydev.default_stream()
     message = f"boom-{request.node.callspec.id}"
     with torch.mydev.stream(stream):
         x = torch.arange(6, dtype=torch.float32, device="mydev")
-        device_ext._C._fail_on_stream(message)      # returns at once
+        device_ext._C._fail_on_stream(message)  # returns at once
         with pytest.raises(RuntimeError) as info:
             surface(stream, x)
         text = str(info.value)
@@ -580,7 +589,7 @@ def _thread_worker(index, stream, iterations, errors, finished):
                 out = (dev * (iteration + 1)).add_(index).relu_()
                 reduced = torch.stack([out.sum(), out.max(), out.min()])
                 if iteration % 10 == 0:
-                    hold_stream().release()   # a kernel that blocks, now and then
+                    hold_stream().release()  # a kernel that blocks, now and then
                 ref = (host * (iteration + 1)).add_(index).relu_()
                 torch.testing.assert_close(out.cpu(), ref)
                 torch.testing.assert_close(reduced.cpu(), torch.stack([ref.sum(), ref.max(), ref.min()]))
@@ -614,8 +623,9 @@ def test_many_host_threads(own_streams):
 
 
 @pytest.mark.parametrize("index", range(N_DEVICES))
-@pytest.mark.parametrize("form", [int, lambda i: f"mydev:{i}", lambda i: torch.device("mydev", i)],
-                         ids=["int", "str", "torch.device"])
+@pytest.mark.parametrize(
+    "form", [int, lambda i: f"mydev:{i}", lambda i: torch.device("mydev", i)], ids=["int", "str", "torch.device"]
+)
 def test_synchronize_each_device_waits_for_all_its_streams(index, form):
     side = torch.mydev.Stream(device=index)
     with torch.mydev.stream(side):
@@ -645,13 +655,16 @@ def test_synchronize_of_one_device_does_not_wait_for_another():
     assert stream1.query() is True
 
 
-@pytest.mark.parametrize("bad, error, match", [
-    (N_DEVICES, RuntimeError, f"Invalid device index mydev:{N_DEVICES}: there are {N_DEVICES} mydev devices"),
-    (64, RuntimeError, "Invalid device index mydev:64"),
-    ("mydev:9", RuntimeError, "Invalid device index mydev:9"),
-    ("cpu", ValueError, "Expected a mydev device"),
-    (1.5, TypeError, "Invalid device argument"),
-])
+@pytest.mark.parametrize(
+    "bad, error, match",
+    [
+        (N_DEVICES, RuntimeError, f"Invalid device index mydev:{N_DEVICES}: there are {N_DEVICES} mydev devices"),
+        (64, RuntimeError, "Invalid device index mydev:64"),
+        ("mydev:9", RuntimeError, "Invalid device index mydev:9"),
+        ("cpu", ValueError, "Expected a mydev device"),
+        (1.5, TypeError, "Invalid device argument"),
+    ],
+)
 def test_synchronize_bad_device(bad, error, match):
     with pytest.raises(error, match=match):
         torch.mydev.synchronize(bad)
@@ -727,7 +740,9 @@ def test_elapsed_time_between_devices_is_an_error():
             events.append(event)
     torch.mydev.synchronize(0)
     torch.mydev.synchronize(1)
-    with pytest.raises(RuntimeError, match=r"elapsed_time: the events are on different devices \(mydev:0 and mydev:1\)"):
+    with pytest.raises(
+        RuntimeError, match=r"elapsed_time: the events are on different devices \(mydev:0 and mydev:1\)"
+    ):
         events[0].elapsed_time(events[1])
     with torch.mydev.device(0):
         end = torch.mydev.Event(enable_timing=True)

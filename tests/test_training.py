@@ -46,8 +46,9 @@ class TinyLM(nn.Module):
     def __init__(self, vocab=40, d_model=32, nhead=4, ff=64, norm_first=False):
         super().__init__()
         self.embed = nn.Embedding(vocab, d_model)
-        self.layer = nn.TransformerEncoderLayer(d_model, nhead, ff, dropout=0.0, batch_first=True,
-                                                norm_first=norm_first)
+        self.layer = nn.TransformerEncoderLayer(
+            d_model, nhead, ff, dropout=0.0, batch_first=True, norm_first=norm_first
+        )
         self.head = nn.Linear(d_model, vocab)
 
     def forward(self, tokens):
@@ -62,8 +63,13 @@ class SmallCNN(nn.Module):
     def __init__(self, n_classes=4):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1, stride=1), nn.BatchNorm2d(16), nn.ReLU(),
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1, stride=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
             nn.AdaptiveAvgPool2d(2),
         )
         self.head = nn.Linear(16 * 4, n_classes)
@@ -75,8 +81,10 @@ class SmallCNN(nn.Module):
 # ----------------------------------------------------------------- batches --
 def mlp_batches(steps=STEPS, batch=16, n_in=20, n_classes=5, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return [(torch.randn(batch, n_in, generator=g), torch.randint(0, n_classes, (batch,), generator=g))
-            for _ in range(steps)]
+    return [
+        (torch.randn(batch, n_in, generator=g), torch.randint(0, n_classes, (batch,), generator=g))
+        for _ in range(steps)
+    ]
 
 
 def lm_batches(steps=STEPS, batch=4, seq=12, vocab=40, seed=1):
@@ -91,8 +99,10 @@ def lm_batches(steps=STEPS, batch=4, seq=12, vocab=40, seed=1):
 
 def cnn_batches(steps=STEPS, batch=8, n_classes=4, seed=2):
     g = torch.Generator().manual_seed(seed)
-    return [(torch.randn(batch, 3, 12, 12, generator=g), torch.randint(0, n_classes, (batch,), generator=g))
-            for _ in range(steps)]
+    return [
+        (torch.randn(batch, 3, 12, 12, generator=g), torch.randint(0, n_classes, (batch,), generator=g))
+        for _ in range(steps)
+    ]
 
 
 def lm_loss(logits, targets):
@@ -115,18 +125,17 @@ def to_device(model, device=D):
 
 def assert_grads_match(dev_model, cpu_model, *, device=D, rtol=RTOL, atol=ATOL, what=""):
     for (name, p_dev), (_, p_cpu) in zip(dev_model.named_parameters(), cpu_model.named_parameters()):
-        assert_close_to_cpu(p_dev.grad, p_cpu.grad, device=device, rtol=rtol, atol=atol,
-                            msg=f"{what} grad of {name}")
+        assert_close_to_cpu(p_dev.grad, p_cpu.grad, device=device, rtol=rtol, atol=atol, msg=f"{what} grad of {name}")
 
 
-def assert_state_matches(dev_model, cpu_model, *, device=D, rtol=RTOL, atol=ATOL, exact=False, what="",
-                         grads=False):
+def assert_state_matches(dev_model, cpu_model, *, device=D, rtol=RTOL, atol=ATOL, exact=False, what="", grads=False):
     dev_state = dev_model.state_dict()
     cpu_state = cpu_model.state_dict()
     assert list(dev_state) == list(cpu_state)
     for name, ref in cpu_state.items():
-        assert_close_to_cpu(dev_state[name], ref, device=device, rtol=rtol, atol=atol, exact=exact,
-                            msg=f"{what} {name}")
+        assert_close_to_cpu(
+            dev_state[name], ref, device=device, rtol=rtol, atol=atol, exact=exact, msg=f"{what} {name}"
+        )
     if grads:
         assert_grads_match(dev_model, cpu_model, device=device, rtol=rtol, atol=atol, what=what)
 
@@ -144,8 +153,19 @@ def train_step(model, opt, x, y, loss_fn):
     return loss
 
 
-def train_lockstep(cpu_model, make_opt, batches, loss_fn, *, device=D, clip=None, make_scheduler=None,
-                   rtol=RTOL, atol=ATOL, non_blocking=False):
+def train_lockstep(
+    cpu_model,
+    make_opt,
+    batches,
+    loss_fn,
+    *,
+    device=D,
+    clip=None,
+    make_scheduler=None,
+    rtol=RTOL,
+    atol=ATOL,
+    non_blocking=False,
+):
     """Trains ``cpu_model`` and its mydev copy side by side. After every
     backward: loss and gradients (and, with ``clip(parameters) -> total
     norm``, the norm and the clipped gradients); after every step:
@@ -195,14 +215,16 @@ OPTIMIZERS = {
     # would turn that noise into lr-sized steps; eps=1e-5 (default 1e-8)
     # keeps noise from being amplified while real gradients (>= 1e-4 here)
     # are barely affected.
-    "adamw_transformer": lambda params: torch.optim.AdamW(params, lr=3e-3, weight_decay=0.01, eps=1e-5,
-                                                          foreach=True),
+    "adamw_transformer": lambda params: torch.optim.AdamW(params, lr=3e-3, weight_decay=0.01, eps=1e-5, foreach=True),
 }
 
 
 def assert_weights_moved(model, initial):
-    moved = [name for name, p in model.state_dict().items()
-             if p.is_floating_point() and not torch.equal(p.cpu(), initial[name])]
+    moved = [
+        name
+        for name, p in model.state_dict().items()
+        if p.is_floating_point() and not torch.equal(p.cpu(), initial[name])
+    ]
     assert moved, "training did not change any weight"
 
 
@@ -219,15 +241,17 @@ def test_mlp_training_pinned_non_blocking_batches():
     """The usual input pipeline: batches pinned on the host and copied with
     non_blocking=True; the copy must be ordered before the forward."""
     cpu_model = make_model(MLP)
-    train_lockstep(cpu_model, OPTIMIZERS["sgd_momentum"], mlp_batches(steps=6, batch=256), F.cross_entropy,
-                   non_blocking=True)
+    train_lockstep(
+        cpu_model, OPTIMIZERS["sgd_momentum"], mlp_batches(steps=6, batch=256), F.cross_entropy, non_blocking=True
+    )
 
 
 @needs_two_devices
 def test_mlp_training_on_second_device():
     cpu_model = make_model(MLP)
-    _, dev_model, _, opt_dev = train_lockstep(cpu_model, OPTIMIZERS["adamw"], mlp_batches(steps=5),
-                                              F.cross_entropy, device="mydev:1")
+    _, dev_model, _, opt_dev = train_lockstep(
+        cpu_model, OPTIMIZERS["adamw"], mlp_batches(steps=5), F.cross_entropy, device="mydev:1"
+    )
     for state in opt_dev.state.values():
         for key in ("exp_avg", "exp_avg_sq"):
             assert state[key].device == torch.device("mydev:1")
@@ -243,7 +267,7 @@ def test_mlp_gradient_accumulation_matches_cpu():
     for step in range(3):
         for model, opt, dev in ((cpu_model, opts[0], "cpu"), (dev_model, opts[1], D)):
             opt.zero_grad()
-            for x, y in batches[3 * step: 3 * step + 3]:
+            for x, y in batches[3 * step : 3 * step + 3]:
                 (F.cross_entropy(model(x.to(dev)), y.to(dev)) / 3).backward()
             opt.step()
         assert_state_matches(dev_model, cpu_model, what=f"step {step}", grads=True)
@@ -264,8 +288,9 @@ def test_transformer_eval_fast_path_matches_cpu():
     fused fast path (torch._transformer_encoder_layer_fwd), which torch
     enables for the privateuse1 device too; with and without a key padding
     mask."""
-    layer = make_model(nn.TransformerEncoderLayer, d_model=32, nhead=4, dim_feedforward=64, dropout=0.0,
-                       batch_first=True).eval()
+    layer = make_model(
+        nn.TransformerEncoderLayer, d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True
+    ).eval()
     dev = to_device(layer)
     g = torch.Generator().manual_seed(3)
     x = torch.randn(3, 7, 32, generator=g)
@@ -281,9 +306,11 @@ def test_transformer_eval_fast_path_matches_cpu():
 
 
 def _transformer_encoder_eval_with_padding_mask():
-    enc = make_model(nn.TransformerEncoder,
-                     encoder_layer=nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True),
-                     num_layers=2).eval()
+    enc = make_model(
+        nn.TransformerEncoder,
+        encoder_layer=nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True),
+        num_layers=2,
+    ).eval()
     dev = to_device(enc)
     x = torch.randn(3, 6, 32, generator=torch.Generator().manual_seed(4))
     pad = torch.tensor([[0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 0, 0], [0, 0, 1, 1, 1, 1]], dtype=torch.bool)
@@ -327,8 +354,7 @@ def test_cnn_batchnorm_train_and_eval_match_cpu(opt_name):
     num_batches_tracked (compared as buffers every step); eval mode uses
     them."""
     cpu_model = make_model(SmallCNN)
-    cpu_model, dev_model, _, _ = train_lockstep(cpu_model, OPTIMIZERS[opt_name], cnn_batches(steps=5),
-                                                F.cross_entropy)
+    cpu_model, dev_model, _, _ = train_lockstep(cpu_model, OPTIMIZERS[opt_name], cnn_batches(steps=5), F.cross_entropy)
     bn = dev_model.features[1]
     assert bn.running_mean.device == torch.device(D)
     assert int(bn.num_batches_tracked.item()) == 5
@@ -392,8 +418,12 @@ def test_clip_grad_norm_actually_clips_and_value_clipping():
 def test_clip_grad_norm_non_finite_raises_and_device_usable():
     p = nn.Parameter(torch.ones(3, device=D))
     p.grad = torch.tensor([1.0, float("inf"), 0.0], device=D)
-    with pytest.raises(RuntimeError, match=re.escape(
-            "The total norm of order 2.0 for gradients from `parameters` is non-finite, so it cannot be clipped")):
+    with pytest.raises(
+        RuntimeError,
+        match=re.escape(
+            "The total norm of order 2.0 for gradients from `parameters` is non-finite, so it cannot be clipped"
+        ),
+    ):
         nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
     # Without error_if_nonfinite, the norm is reported as inf (as on the CPU).
     q = nn.Parameter(torch.ones(3))
@@ -411,8 +441,9 @@ def test_lr_scheduler_matches_cpu(sched):
     }
     cpu_model = make_model(MLP)
     make_opt = OPTIMIZERS["sgd_momentum"] if sched != "step" else OPTIMIZERS["adamw"]
-    _, _, opt_cpu, opt_dev = train_lockstep(cpu_model, make_opt, mlp_batches(steps=7), F.cross_entropy,
-                                            make_scheduler=makers[sched])
+    _, _, opt_cpu, opt_dev = train_lockstep(
+        cpu_model, make_opt, mlp_batches(steps=7), F.cross_entropy, make_scheduler=makers[sched]
+    )
     assert opt_dev.param_groups[0]["lr"] == opt_cpu.param_groups[0]["lr"]
 
 

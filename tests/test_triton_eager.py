@@ -14,15 +14,17 @@ from mydev_testing import assert_device_still_usable, hold_stream, needs_two_dev
 triton = pytest.importorskip("triton", reason="triton is not installed: the mydev Triton backend is optional")
 
 import triton.language as tl  # noqa: E402
-from triton.runtime.driver import _create_driver, driver as driver_config  # noqa: E402
+from torch._inductor.runtime import triton_helpers  # noqa: E402
+from torch._inductor.runtime.triton_helpers import libdevice as inductor_libdevice  # noqa: E402
+from torch._inductor.runtime.triton_helpers import math as tl_math  # noqa: E402
 from triton.backends import Backend, backends  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.backends.driver import DriverBase  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 from triton.language.extra import libdevice  # noqa: E402
 from triton.language.extra.cuda import libdevice as cuda_libdevice  # noqa: E402
-from torch._inductor.runtime import triton_helpers  # noqa: E402
-from torch._inductor.runtime.triton_helpers import libdevice as inductor_libdevice, math as tl_math  # noqa: E402
+from triton.runtime.driver import _create_driver  # noqa: E402
+from triton.runtime.driver import driver as driver_config  # noqa: E402
 
 from device_ext import _C  # noqa: E402
 from device_ext.triton_backend import executor  # noqa: E402
@@ -35,11 +37,13 @@ from device_ext.triton_backend.target import target_of  # noqa: E402
 if "mydev" not in backends:
     backends["mydev"] = Backend(compiler=MydevBackend, driver=MydevDriver)
 
-pytestmark = pytest.mark.skipif(not MydevDriver.is_active(),
-                                reason="another Triton driver (a GPU) is active on this host")
+pytestmark = pytest.mark.skipif(
+    not MydevDriver.is_active(), reason="another Triton driver (a GPU) is active on this host"
+)
 
 
 # ---------------------------------------------------------------- kernels --
+
 
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -51,8 +55,19 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def scale_2d_kernel(x_ptr, out_ptr, rows, cols, stride_xr, stride_xc, stride_or, stride_oc, scale,
-                    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+def scale_2d_kernel(
+    x_ptr,
+    out_ptr,
+    rows,
+    cols,
+    stride_xr,
+    stride_xc,
+    stride_or,
+    stride_oc,
+    scale,
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
     r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)[:, None]
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)[None, :]
     mask = (r < rows) & (c < cols)
@@ -72,8 +87,7 @@ def softmax_kernel(x_ptr, out_ptr, cols, stride, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr):
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -145,8 +159,7 @@ def helper_call_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 def autotuned_add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
-             mask=mask)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
 
 
 @triton.jit
@@ -174,6 +187,7 @@ def add(x, y, out, block=128):
 
 # ------------------------------------------------------------ basic paths --
 
+
 def test_vector_add_with_mask():
     x, y = torch.randn(1000), torch.randn(1000)
     out = add(x.to("mydev"), y.to("mydev"), torch.empty(1000, device="mydev"))
@@ -194,14 +208,28 @@ def test_inductor_style_compile_and_launch():
     target = GPUTarget("mydev", target_of(0).arch, 32)
     signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
     source = ASTSource(add_kernel, signature, constexprs={(4,): 64})
-    binary = triton.compile(source, target=target,
-                            options={"num_warps": 4, "num_stages": 1, "debug": False, "sanitize_overflow": False})
+    binary = triton.compile(
+        source, target=target, options={"num_warps": 4, "num_stages": 1, "debug": False, "sanitize_overflow": False}
+    )
     x, y = torch.randn(200, device="mydev"), torch.randn(200, device="mydev")
     out = torch.zeros(200, device="mydev")
     calls = []
-    binary.run(4, 1, 1, _C._current_raw_stream(0), binary.function, binary.packed_metadata, "metadata",
-               lambda metadata: calls.append(("enter", metadata)), lambda metadata: calls.append(("exit", metadata)),
-               x, y, out, 200, 64)
+    binary.run(
+        4,
+        1,
+        1,
+        _C._current_raw_stream(0),
+        binary.function,
+        binary.packed_metadata,
+        "metadata",
+        lambda metadata: calls.append(("enter", metadata)),
+        lambda metadata: calls.append(("exit", metadata)),
+        x,
+        y,
+        out,
+        200,
+        64,
+    )
     torch.testing.assert_close(out.cpu(), x.cpu() + y.cpu())
     assert calls == [("enter", "metadata"), ("exit", "metadata")]
 
@@ -220,8 +248,9 @@ def test_2d_grid_over_non_contiguous_tensors():
 def test_three_grid_axes_and_num_programs():
     out = torch.full((2 * 3 * 4,), -1, dtype=torch.int32, device="mydev")
     program_ids_kernel[(2, 3, 4)](out)
-    expected = torch.tensor([x * 100 + y * 10 + z for x in range(2) for y in range(3) for z in range(4)],
-                            dtype=torch.int32)
+    expected = torch.tensor(
+        [x * 100 + y * 10 + z for x in range(2) for y in range(3) for z in range(4)], dtype=torch.int32
+    )
     assert torch.equal(out.cpu(), expected)
 
 
@@ -236,8 +265,9 @@ def test_rowwise_softmax_with_max_and_sum():
 def test_dot_matmul(dtype):
     a, b = torch.randn(40, 24, dtype=dtype), torch.randn(24, 36, dtype=dtype)
     c = torch.empty(40, 36, device="mydev")
-    matmul_kernel[(triton.cdiv(40, 16), triton.cdiv(36, 16))](a.to("mydev"), b.to("mydev"), c, 40, 36, 24,
-                                                             BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)
+    matmul_kernel[(triton.cdiv(40, 16), triton.cdiv(36, 16))](
+        a.to("mydev"), b.to("mydev"), c, 40, 36, 24, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16
+    )
     torch.testing.assert_close(c.cpu(), a.float() @ b.float(), rtol=1e-4, atol=1e-4)
 
 
@@ -271,8 +301,9 @@ def test_atomic_add_across_programs():
     assert count.item() == 1000
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32,
-                                   torch.int64])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64]
+)
 def test_loads_and_stores_per_dtype(dtype):
     x = (torch.randn(300) * 10).to(dtype)
     out = torch.empty(300, dtype=dtype, device="mydev")
@@ -311,34 +342,61 @@ def test_kernel_on_the_second_device():
 
 # name -> (torch reference on float64, low, high) for the float32 inputs.
 UNARY = {
-    "exp": (torch.exp, -5, 5), "exp2": (torch.exp2, -5, 5), "exp10": (lambda x: torch.pow(10.0, x), -3, 3),
-    "log": (torch.log, 0.1, 10), "log2": (torch.log2, 0.1, 10), "log10": (torch.log10, 0.1, 10),
-    "log1p": (torch.log1p, -0.5, 5), "expm1": (torch.expm1, -2, 2),
-    "sqrt": (torch.sqrt, 0, 10), "rsqrt": (torch.rsqrt, 0.1, 10),
+    "exp": (torch.exp, -5, 5),
+    "exp2": (torch.exp2, -5, 5),
+    "exp10": (lambda x: torch.pow(10.0, x), -3, 3),
+    "log": (torch.log, 0.1, 10),
+    "log2": (torch.log2, 0.1, 10),
+    "log10": (torch.log10, 0.1, 10),
+    "log1p": (torch.log1p, -0.5, 5),
+    "expm1": (torch.expm1, -2, 2),
+    "sqrt": (torch.sqrt, 0, 10),
+    "rsqrt": (torch.rsqrt, 0.1, 10),
     "cbrt": (lambda x: x.sign() * x.abs() ** (1 / 3), -8, 8),
-    "sin": (torch.sin, -4, 4), "cos": (torch.cos, -4, 4), "tan": (torch.tan, -1.2, 1.2),
-    "asin": (torch.asin, -0.95, 0.95), "acos": (torch.acos, -0.95, 0.95), "atan": (torch.atan, -5, 5),
-    "sinh": (torch.sinh, -3, 3), "cosh": (torch.cosh, -3, 3), "tanh": (torch.tanh, -3, 3),
-    "asinh": (torch.asinh, -5, 5), "acosh": (torch.acosh, 1.01, 5), "atanh": (torch.atanh, -0.95, 0.95),
-    "floor": (torch.floor, -5, 5), "ceil": (torch.ceil, -5, 5), "trunc": (torch.trunc, -5, 5),
+    "sin": (torch.sin, -4, 4),
+    "cos": (torch.cos, -4, 4),
+    "tan": (torch.tan, -1.2, 1.2),
+    "asin": (torch.asin, -0.95, 0.95),
+    "acos": (torch.acos, -0.95, 0.95),
+    "atan": (torch.atan, -5, 5),
+    "sinh": (torch.sinh, -3, 3),
+    "cosh": (torch.cosh, -3, 3),
+    "tanh": (torch.tanh, -3, 3),
+    "asinh": (torch.asinh, -5, 5),
+    "acosh": (torch.acosh, 1.01, 5),
+    "atanh": (torch.atanh, -0.95, 0.95),
+    "floor": (torch.floor, -5, 5),
+    "ceil": (torch.ceil, -5, 5),
+    "trunc": (torch.trunc, -5, 5),
     "round": (lambda x: x.sign() * torch.floor(x.abs() + 0.5), -5, 5),
-    "rint": (torch.round, -5, 5), "nearbyint": (torch.round, -5, 5),
-    "erf": (torch.erf, -3, 3), "erfc": (torch.erfc, -3, 3), "erfinv": (torch.erfinv, -0.95, 0.95),
-    "lgamma": (torch.lgamma, 0.1, 6), "fast_tanhf": (torch.tanh, -3, 3), "abs": (torch.abs, -5, 5),
+    "rint": (torch.round, -5, 5),
+    "nearbyint": (torch.round, -5, 5),
+    "erf": (torch.erf, -3, 3),
+    "erfc": (torch.erfc, -3, 3),
+    "erfinv": (torch.erfinv, -0.95, 0.95),
+    "lgamma": (torch.lgamma, 0.1, 6),
+    "fast_tanhf": (torch.tanh, -3, 3),
+    "abs": (torch.abs, -5, 5),
 }
 BINARY = {
-    "pow": (torch.pow, (0.5, 3), (-2, 2)), "atan2": (torch.atan2, (-3, 3), (-3, 3)),
-    "fmod": (torch.fmod, (-10, 10), (0.5, 3)), "copysign": (torch.copysign, (-3, 3), (-3, 3)),
-    "hypot": (torch.hypot, (-3, 3), (-3, 3)), "fmin": (torch.fmin, (-3, 3), (-3, 3)),
-    "fmax": (torch.fmax, (-3, 3), (-3, 3)), "nextafter": (torch.nextafter, (-3, 3), (-3, 3)),
+    "pow": (torch.pow, (0.5, 3), (-2, 2)),
+    "atan2": (torch.atan2, (-3, 3), (-3, 3)),
+    "fmod": (torch.fmod, (-10, 10), (0.5, 3)),
+    "copysign": (torch.copysign, (-3, 3), (-3, 3)),
+    "hypot": (torch.hypot, (-3, 3), (-3, 3)),
+    "fmin": (torch.fmin, (-3, 3), (-3, 3)),
+    "fmax": (torch.fmax, (-3, 3), (-3, 3)),
+    "nextafter": (torch.nextafter, (-3, 3), (-3, 3)),
 }
 # name -> (output dtype, reference) for functions of special values.
 CLASSIFY = {
     "isnan": (torch.int8, lambda x: torch.isnan(x).to(torch.int8)),
     "isinf": (torch.int8, lambda x: torch.isinf(x).to(torch.int8)),
     "signbit": (torch.int32, lambda x: torch.signbit(x).to(torch.int32)),
-    "ilogb": (torch.int32, lambda x: torch.where(x == 0, torch.iinfo(torch.int32).min,
-                                                 torch.frexp(x).exponent - 1).to(torch.int32)),
+    "ilogb": (
+        torch.int32,
+        lambda x: torch.where(x == 0, torch.iinfo(torch.int32).min, torch.frexp(x).exponent - 1).to(torch.int32),
+    ),
     "llrint": (torch.int64, lambda x: torch.round(x).to(torch.int64)),
 }
 
@@ -433,8 +491,7 @@ def test_libdevice_unary(math_kernels, name):
 def test_libdevice_float64(math_kernels, name):
     reference, low, high = UNARY[name]
     x = _uniform(low, high, dtype=torch.float64)
-    torch.testing.assert_close(_run(getattr(math_kernels, f"{name}_kernel"), x, out_dtype=torch.float64),
-                               reference(x))
+    torch.testing.assert_close(_run(getattr(math_kernels, f"{name}_kernel"), x, out_dtype=torch.float64), reference(x))
 
 
 @pytest.mark.parametrize("name", sorted(BINARY))
@@ -450,8 +507,26 @@ def test_libdevice_binary(math_kernels, name):
 @pytest.mark.parametrize("name", sorted(CLASSIFY))
 def test_libdevice_classification(math_kernels, name):
     out_dtype, reference = CLASSIFY[name]
-    x = torch.tensor([0.0, -0.0, 1.0, -2.5, 3.5, 2.5, 1e-30, -7e20, float("inf"), float("-inf"), float("nan"),
-                      0.75, -0.75, 1024.0, 5e-39, 100.5])
+    x = torch.tensor(
+        [
+            0.0,
+            -0.0,
+            1.0,
+            -2.5,
+            3.5,
+            2.5,
+            1e-30,
+            -7e20,
+            float("inf"),
+            float("-inf"),
+            float("nan"),
+            0.75,
+            -0.75,
+            1024.0,
+            5e-39,
+            100.5,
+        ]
+    )
     if name == "ilogb" or name == "llrint":
         x = x[torch.isfinite(x)]
     assert torch.equal(_run(getattr(math_kernels, f"{name}_kernel"), x, out_dtype=out_dtype), reference(x))
@@ -464,8 +539,9 @@ def test_libdevice_integer_exponent_ldexp_and_fma(math_kernels):
     torch.testing.assert_close(_run(math_kernels.ldexp_kernel, x, n), torch.ldexp(x, n))
     n_out = x.numel()
     out = torch.empty(n_out, device="mydev")
-    math_kernels.fma_kernel[(triton.cdiv(n_out, 128),)](x.to("mydev"), n.float().to("mydev"), z.to("mydev"), out,
-                                                      n_out, BLOCK=128)
+    math_kernels.fma_kernel[(triton.cdiv(n_out, 128),)](
+        x.to("mydev"), n.float().to("mydev"), z.to("mydev"), out, n_out, BLOCK=128
+    )
     torch.testing.assert_close(out.cpu(), (x.double() * n.double() + z.double()).float())
 
 
@@ -477,6 +553,7 @@ def test_libdevice_with_a_type_it_does_not_take_fails_to_compile():
 
 
 # ----------------------------------------------------------- stream order --
+
 
 def test_sees_asynchronous_eager_work_enqueued_before_it():
     x = torch.zeros(256, device="mydev")
@@ -529,7 +606,8 @@ def test_launches_from_two_threads_on_their_own_streams():
 
 
 def test_launch_blocking_mode(python_subprocess):
-    result = python_subprocess("""
+    result = python_subprocess(
+        """
         import torch, triton, triton.language as tl
         from triton.backends import Backend, backends
         from device_ext.triton_backend.compiler import MydevBackend
@@ -541,7 +619,10 @@ def test_launch_blocking_mode(python_subprocess):
         out = t.add(x, x, torch.empty_like(x))
         assert torch.equal(out.cpu(), torch.arange(300, dtype=torch.float32) * 2)
         print("ok")
-    """, env={"MYDEV_LAUNCH_BLOCKING": "1", "PYTHONPATH": _tests_pythonpath()}, timeout=120)
+    """,
+        env={"MYDEV_LAUNCH_BLOCKING": "1", "PYTHONPATH": _tests_pythonpath()},
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "ok" in result.stdout
 
@@ -552,6 +633,7 @@ def _tests_pythonpath():
 
 
 # --------------------------------------------------------------- no copies --
+
 
 def test_writes_in_place_without_allocating():
     x = torch.randn(1024, device="mydev")
@@ -574,6 +656,7 @@ def test_writes_in_place_without_allocating():
 
 # -------------------------------------------------------------- bad input --
 
+
 def test_a_cpu_tensor_is_refused_clearly():
     x = torch.randn(64, device="mydev")
     with pytest.raises(ValueError, match=r"argument 'y_ptr' is a cpu tensor, but the kernel runs on mydev:0"):
@@ -592,9 +675,11 @@ def test_a_tensor_of_another_device_is_refused_clearly():
 def test_an_out_of_bounds_access_fails_the_kernel_and_the_process_goes_on():
     x = torch.randn(100, device="mydev")
     out = torch.zeros(100, device="mydev")
-    with pytest.raises(executor.TritonKernelError,
-                       match=r"'unmasked_copy_kernel' failed on mydev in program \(0, 0, 0\).*"
-                             r"outside every tensor argument.*missing mask"):
+    with pytest.raises(
+        executor.TritonKernelError,
+        match=r"'unmasked_copy_kernel' failed on mydev in program \(0, 0, 0\).*"
+        r"outside every tensor argument.*missing mask",
+    ):
         unmasked_copy_kernel[(1,)](x, out, BLOCK=128)  # 128 > 100 elements
     assert torch.count_nonzero(out.cpu()) == 0  # nothing was stored
     torch.mydev.synchronize()
@@ -614,6 +699,7 @@ def test_an_error_raised_inside_the_kernel_leaves_the_stream_usable():
 
 
 # ---------------------------------------------------- drivers of others --
+
 
 class _OtherGpuDriver(DriverBase):
     """Stands for a GPU's driver that is active on its host."""
@@ -692,6 +778,7 @@ def test_triton_discovers_the_backend_through_its_entry_point(python_subprocess,
 
 
 # ------------------------------------------------------------ optionality --
+
 
 def test_torch_and_mydev_work_without_triton(python_subprocess):
     result = python_subprocess("""

@@ -56,8 +56,9 @@ def run_script(tmp_path, body: str) -> str:
     kernel's source from its file) in a new interpreter; returns stdout."""
     script = tmp_path / "user_script.py"
     script.write_text(PRELUDE + textwrap.dedent(body) + "\nprint('DONE')\n")
-    done = subprocess.run([sys.executable, str(script)], env=dict(os.environ), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(script)], env=dict(os.environ), cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0 and "DONE" in done.stdout, done.stderr[-3000:]
     return done.stdout
 
@@ -74,7 +75,7 @@ def test_tuple_grid_in_a_plain_script(tmp_path):
             return out * 2
 
         check(add(x, y), (x.cpu() + y.cpu()) * 2)
-        """
+        """,
     )
 
 
@@ -91,7 +92,7 @@ def test_lambda_grid_in_a_plain_script(tmp_path):
             return out
 
         check(add(x, y), x.cpu() + y.cpu())
-        """
+        """,
     )
 
 
@@ -117,7 +118,7 @@ def test_autotuned_kernel_in_a_plain_script(tmp_path):
             return out + 1
 
         check(scale(x), x.cpu() * 3.0 + 1)
-        """
+        """,
     )
 
 
@@ -153,7 +154,7 @@ def test_triton_op_with_wrap_triton_in_a_plain_script(tmp_path):
         torch.testing.assert_close(a.grad.cpu(), a_cpu.grad)
         torch.testing.assert_close(b.grad.cpu(), b_cpu.grad)
         check(add(x, y), x.cpu() + y.cpu())  # eagerly too
-        """
+        """,
     )
 
 
@@ -173,7 +174,7 @@ def test_kernel_on_cpu_tensors_is_a_clear_error_and_the_script_goes_on(tmp_path)
         except Exception as error:
             print("ERROR", type(error).__name__, str(error).splitlines()[0])
         check(add(x, y), x.cpu() + y.cpu())
-        """
+        """,
     )
     # Triton itself refuses: it has no backend for CPU tensors here.
     assert "ERROR InductorError RuntimeError: 0 compatible backends for target (cpu)" in out, out

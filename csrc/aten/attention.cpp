@@ -44,7 +44,8 @@ int64_t chooseAttentionBackend(const at::Tensor& query, const at::Tensor& key,
   // device generator's state threaded through to backward), a gradient for
   // the mask, grouped-query heads (it has no enable_gqa argument), and
   // float64 (its logsumexp is float32 by contract, the CPU kernel's float64).
-  if (dropout_p > 0.0 || (attn_mask.has_value() && attn_mask->requires_grad()) ||
+  if (dropout_p > 0.0 ||
+      (attn_mask.has_value() && attn_mask->requires_grad()) ||
       query.scalar_type() == at::kDouble ||
       (enable_gqa && query.sym_size(-3) != key.sym_size(-3))) {
     return kMath;
@@ -82,34 +83,37 @@ at::Tensor outputLike(const at::Tensor& query, const at::Tensor& value) {
   return at::empty(permuted_sizes, query.options()).permute(inverse);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt,
-           at::Tensor, at::Tensor, at::Tensor>
-fusedAttention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt,
+           c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
+fusedAttention(const at::Tensor& query, const at::Tensor& key,
+               const at::Tensor& value,
                const std::optional<at::Tensor>& attn_bias, double dropout_p,
-               bool is_causal, bool return_debug_mask, std::optional<double> scale) {
-  TORCH_CHECK(query.dim() == 4, "mydev fused attention expects 4-D query, key and value, got ",
+               bool is_causal, bool return_debug_mask,
+               std::optional<double> scale) {
+  TORCH_CHECK(query.dim() == 4,
+              "mydev fused attention expects 4-D query, key and value, got ",
               query.dim(), "-D");
-  TORCH_CHECK(dropout_p == 0.0, "mydev fused attention has no dropout; "
-              "scaled_dot_product_attention uses the math path for dropout_p > 0");
-  TORCH_CHECK(!return_debug_mask, "mydev fused attention returns no debug mask");
+  TORCH_CHECK(
+      dropout_p == 0.0,
+      "mydev fused attention has no dropout; "
+      "scaled_dot_product_attention uses the math path for dropout_p > 0");
+  TORCH_CHECK(!return_debug_mask,
+              "mydev fused attention returns no debug mask");
   auto [output, logsumexp] = at::_scaled_dot_product_flash_attention_for_cpu(
       query, key, value, dropout_p, is_causal, attn_bias, scale);
   const auto options = query.options();
   at::Tensor contiguous_logsumexp = at::empty(
       {query.size(0), query.size(1), query.size(2)}, options.dtype(at::kFloat));
   return {inLayoutOf(output, outputLike(query, value)),
-          inLayoutOf(logsumexp, contiguous_logsumexp),
-          at::Tensor(),
-          at::Tensor(),
-          c10::SymInt(query.size(2)),
-          c10::SymInt(key.size(2)),
+          inLayoutOf(logsumexp, contiguous_logsumexp), at::Tensor(),
+          at::Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
           // No dropout, so no Philox state to hand to backward.
           at::empty({}, options.dtype(at::kLong)),
-          at::empty({}, options.dtype(at::kLong)),
-          at::Tensor()};
+          at::empty({}, options.dtype(at::kLong)), at::Tensor()};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackward(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+fusedAttentionBackward(
     const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
     const at::Tensor& value, const at::Tensor& attn_bias,
     std::array<bool, 4> grad_input_mask, const at::Tensor& out,
@@ -117,12 +121,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackwar
     const at::Tensor& /*cum_seq_k*/, int64_t /*max_q*/, int64_t /*max_k*/,
     double dropout_p, bool is_causal, const at::Tensor& /*philox_seed*/,
     const at::Tensor& /*philox_offset*/, std::optional<double> scale) {
-  TORCH_CHECK(!grad_input_mask[3], "mydev fused attention computes no gradient for the mask");
+  TORCH_CHECK(!grad_input_mask[3],
+              "mydev fused attention computes no gradient for the mask");
   const std::optional<at::Tensor> mask =
       attn_bias.defined() ? std::optional<at::Tensor>(attn_bias) : std::nullopt;
   auto [grad_query, grad_key, grad_value] =
       at::_scaled_dot_product_flash_attention_for_cpu_backward(
-          grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, mask, scale);
+          grad_out, query, key, value, out, logsumexp, dropout_p, is_causal,
+          mask, scale);
   return {inLayoutOf(grad_query, at::empty_like(query)),
           inLayoutOf(grad_key, at::empty_like(key)),
           inLayoutOf(grad_value, at::empty_like(value)), at::Tensor()};
@@ -132,12 +138,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fusedAttentionBackwar
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_scaled_dot_product_fused_attention_overrideable", fusedAttention);
-  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", fusedAttentionBackward);
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
+         fusedAttentionBackward);
 }
 
 }  // namespace mydev
 
 // The registration helper the macro names lives in at::native.
 namespace at::native {
-REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &mydev::chooseAttentionBackend)
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub,
+                              &mydev::chooseAttentionBackend)
 }  // namespace at::native

@@ -14,7 +14,8 @@ using at::autocast::CastPolicy;
 // binary_cross_entropy is unsafe in low precision; CUDA refuses it under
 // autocast with the same advice.
 at::Tensor binaryCrossEntropyRefused(const at::Tensor&, const at::Tensor&,
-                                     const std::optional<at::Tensor>&, int64_t) {
+                                     const std::optional<at::Tensor>&,
+                                     int64_t) {
   TORCH_CHECK(false,
               "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss "
               "are unsafe to autocast.\nMany models use a sigmoid layer right "

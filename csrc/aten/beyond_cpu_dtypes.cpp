@@ -25,21 +25,18 @@ constexpr at::ScalarType kComplex32 = at::ScalarType::ComplexHalf;
 at::ScalarType widerType(at::ScalarType type) {
   switch (type) {
     case at::kHalf:
-    case at::kBFloat16:
-      return at::kFloat;
-    case kComplex32:
-      return at::kComplexFloat;
-    case at::kBool:
-      return at::kByte;
-    default:
-      return type;
+    case at::kBFloat16: return at::kFloat;
+    case kComplex32: return at::kComplexFloat;
+    case at::kBool: return at::kByte;
+    default: return type;
   }
 }
 
 // What a result computed in the wider dtype is stored as: the op's own
 // dtype (and a complex or real result of a real or complex input, say
 // fft of float16 or angle of complex32, in its counterpart of that width).
-at::ScalarType narrowedResultType(at::ScalarType result, const DtypeSet& widened) {
+at::ScalarType narrowedResultType(at::ScalarType result,
+                                  const DtypeSet& widened) {
   for (const at::ScalarType narrow : widened) {
     const bool half_width = narrow == at::kHalf || narrow == kComplex32;
     if (result == at::kFloat && narrow != at::kBool) {
@@ -62,19 +59,37 @@ const std::unordered_map<std::string, DtypeSet>& widenedOps() {
   static const DtypeSet reduced = {at::kHalf, at::kBFloat16};
   static const std::unordered_map<std::string, DtypeSet> ops = {
       // complex32 math
-      {"aten::acos", c32}, {"aten::acosh", c32}, {"aten::asin", c32},
-      {"aten::asinh", c32}, {"aten::atan", c32}, {"aten::atanh", c32},
-      {"aten::cos", c32}, {"aten::cosh", c32}, {"aten::sin", c32},
-      {"aten::sinh", c32}, {"aten::tan", c32}, {"aten::tanh", c32},
-      {"aten::exp", c32}, {"aten::log", c32}, {"aten::sqrt", c32},
-      {"aten::rsqrt", c32}, {"aten::sigmoid", c32}, {"aten::angle", c32},
-      {"aten::div", c32}, {"aten::logaddexp", c32}, {"aten::pow", c32},
-      {"aten::lerp", c32}, {"aten::diag", c32}, {"aten::sum", c32},
-      {"aten::prod", c32}, {"aten::nansum", c32},
+      {"aten::acos", c32},
+      {"aten::acosh", c32},
+      {"aten::asin", c32},
+      {"aten::asinh", c32},
+      {"aten::atan", c32},
+      {"aten::atanh", c32},
+      {"aten::cos", c32},
+      {"aten::cosh", c32},
+      {"aten::sin", c32},
+      {"aten::sinh", c32},
+      {"aten::tan", c32},
+      {"aten::tanh", c32},
+      {"aten::exp", c32},
+      {"aten::log", c32},
+      {"aten::sqrt", c32},
+      {"aten::rsqrt", c32},
+      {"aten::sigmoid", c32},
+      {"aten::angle", c32},
+      {"aten::div", c32},
+      {"aten::logaddexp", c32},
+      {"aten::pow", c32},
+      {"aten::lerp", c32},
+      {"aten::diag", c32},
+      {"aten::sum", c32},
+      {"aten::prod", c32},
+      {"aten::nansum", c32},
       {"aten::trace", {kComplex32, at::kBool}},
       {"aten::convolution", c32},
       // half / bfloat16 pooling, resampling, losses, special functions
-      {"aten::avg_pool3d", reduced}, {"aten::avg_pool3d_backward", reduced},
+      {"aten::avg_pool3d", reduced},
+      {"aten::avg_pool3d_backward", reduced},
       {"aten::_upsample_bilinear2d_aa", reduced},
       {"aten::_upsample_bilinear2d_aa_backward", reduced},
       {"aten::multi_margin_loss", reduced},
@@ -92,7 +107,8 @@ const std::unordered_map<std::string, DtypeSet>& widenedOps() {
 
 // --- kernels of our own, where widening would change the result --------
 
-const at::Tensor* outArgument(const c10::FunctionSchema& schema, const Stack& args) {
+const at::Tensor* outArgument(const c10::FunctionSchema& schema,
+                              const Stack& args) {
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     if (schema.arguments()[i].is_out()) return &args[i].toTensor();
   }
@@ -101,7 +117,8 @@ const at::Tensor* outArgument(const c10::FunctionSchema& schema, const Stack& ar
 
 // Pops the op's arguments and pushes `result` (written into the out=
 // argument, if the overload has one).
-void returnResult(const c10::FunctionSchema& schema, Stack* stack, const at::Tensor& result) {
+void returnResult(const c10::FunctionSchema& schema, Stack* stack,
+                  const at::Tensor& result) {
   const size_t n_args = schema.arguments().size();
   const Stack args(stack->end() - n_args, stack->end());
   torch::jit::drop(*stack, n_args);
@@ -137,8 +154,10 @@ void histcOfIntegers(const c10::OperatorHandle& op, Stack* stack) {
   TORCH_CHECK(low < high, "max must be larger than min");
   at::Tensor values = self.flatten().to(at::kLong);
   values = values.masked_select(values.ge(low).logical_and_(values.le(high)));
-  const at::Tensor bin = values.sub(low).mul_(bins).div_(high - low, "floor").clamp_max_(bins - 1);
-  returnResult(op.schema(), stack, at::bincount(bin, {}, bins).to(self.scalar_type()));
+  const at::Tensor bin =
+      values.sub(low).mul_(bins).div_(high - low, "floor").clamp_max_(bins - 1);
+  returnResult(op.schema(), stack,
+               at::bincount(bin, {}, bins).to(self.scalar_type()));
 }
 
 // nansum of complex numbers as cuda computes it: a value with a NaN part
@@ -151,9 +170,11 @@ void nansumOfComplex(const c10::OperatorHandle& op, Stack* stack) {
   const std::vector<int64_t> dim_values =
       dim_arg.isNone() ? std::vector<int64_t>() : dim_arg.toIntVector();
   const at::OptionalIntArrayRef dims =
-      dim_arg.isNone() ? at::OptionalIntArrayRef() : at::OptionalIntArrayRef(dim_values);
+      dim_arg.isNone() ? at::OptionalIntArrayRef()
+                       : at::OptionalIntArrayRef(dim_values);
   const bool keepdim = (*stack)[base + 2].toBool();
-  const std::optional<at::ScalarType> dtype = (*stack)[base + 3].toOptional<at::ScalarType>();
+  const std::optional<at::ScalarType> dtype =
+      (*stack)[base + 3].toOptional<at::ScalarType>();
   const at::Tensor zeroed = at::where(self.isnan(), at::zeros_like(self), self);
   returnResult(schema, stack, zeroed.sum(dims, keepdim, dtype));
 }
@@ -166,9 +187,13 @@ struct OwnKernel {
 const std::unordered_map<std::string, OwnKernel>& ownKernels() {
   static const std::unordered_map<std::string, OwnKernel> kernels = {
       {"aten::histc",
-       {[](at::ScalarType t) { return at::isIntegralType(t, /*includeBool=*/false); },
+       {[](at::ScalarType t) {
+          return at::isIntegralType(t, /*includeBool=*/false);
+        },
         &histcOfIntegers}},
-      {"aten::nansum", {[](at::ScalarType t) { return at::isComplexType(t); }, &nansumOfComplex}},
+      {"aten::nansum",
+       {[](at::ScalarType t) { return at::isComplexType(t); },
+        &nansumOfComplex}},
   };
   return kernels;
 }
@@ -178,7 +203,8 @@ const std::unordered_map<std::string, OwnKernel>& ownKernels() {
 // Calls `inner` with the tensors of the dtypes in `widened` converted to
 // their wider dtype; writes in-place and out= arguments back in their own
 // dtype, and leaves fresh results in the op's own dtypes.
-void runWidened(const c10::OperatorHandle& op, Stack* stack, const DtypeSet& widened,
+void runWidened(const c10::OperatorHandle& op, Stack* stack,
+                const DtypeSet& widened,
                 void (*inner)(const c10::OperatorHandle&, Stack*)) {
   const c10::FunctionSchema& schema = op.schema();
   const size_t n_args = schema.arguments().size();
@@ -210,23 +236,27 @@ void runWidened(const c10::OperatorHandle& op, Stack* stack, const DtypeSet& wid
       continue;
     }
     result = mapTensors(result, [&](const at::Tensor& t) {
-      return t.defined() ? t.to(narrowedResultType(t.scalar_type(), widened)) : t;
+      return t.defined() ? t.to(narrowedResultType(t.scalar_type(), widened))
+                         : t;
     });
   }
 }
 
-void callCpuKernel(const c10::OperatorHandle& op, Stack* stack) { op.callBoxed(stack); }
+void callCpuKernel(const c10::OperatorHandle& op, Stack* stack) {
+  op.callBoxed(stack);
+}
 
 std::string baseName(const c10::OperatorName& name) {
   const std::string& full = name.name;
   // In-place variants (aten::exp_) compute what their functional op does.
-  return full.size() > 1 && full.back() == '_' ? full.substr(0, full.size() - 1) : full;
+  return full.size() > 1 && full.back() == '_' ? full.substr(0, full.size() - 1)
+                                               : full;
 }
 
 }  // namespace
 
-std::optional<HostKernel> kernelBeyondCpuDtypes(const c10::OperatorHandle& op,
-                                                c10::ArrayRef<c10::IValue> args) {
+std::optional<HostKernel> kernelBeyondCpuDtypes(
+    const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   const std::string name = baseName(op.operator_name());
   const auto widened_entry = widenedOps().find(name);
   const auto own_entry = ownKernels().find(name);
@@ -238,7 +268,8 @@ std::optional<HostKernel> kernelBeyondCpuDtypes(const c10::OperatorHandle& op,
   for (const c10::IValue& arg : args) {
     forEachTensor(arg, [&](const at::Tensor& t) {
       if (!first_type.has_value()) first_type = t.scalar_type();
-      if (widened_entry != widenedOps().end() && widened_entry->second.count(t.scalar_type())) {
+      if (widened_entry != widenedOps().end() &&
+          widened_entry->second.count(t.scalar_type())) {
         widened.insert(t.scalar_type());
       }
     });
@@ -248,15 +279,17 @@ std::optional<HostKernel> kernelBeyondCpuDtypes(const c10::OperatorHandle& op,
   }
   void (*inner)(const c10::OperatorHandle&, Stack*) = &callCpuKernel;
   if (own_entry != ownKernels().end() &&
-      own_entry->second.applies(widened.count(*first_type) ? widerType(*first_type) : *first_type)) {
+      own_entry->second.applies(
+          widened.count(*first_type) ? widerType(*first_type) : *first_type)) {
     inner = own_entry->second.run;
   }
   if (widened.empty() && inner == &callCpuKernel) {
     return std::nullopt;
   }
-  return HostKernel([widened, inner](const c10::OperatorHandle& op, Stack* stack) {
-    runWidened(op, stack, widened, inner);
-  });
+  return HostKernel(
+      [widened, inner](const c10::OperatorHandle& op, Stack* stack) {
+        runWidened(op, stack, widened, inner);
+      });
 }
 
 }  // namespace mydev

@@ -24,11 +24,12 @@ namespace mydev {
 // Runs inside a kernel in place of `op.callBoxed(stack)`, with the same
 // contract: arguments (host views) on the stack in, the op's returns out,
 // in-place and out= arguments written.
-using HostKernel = std::function<void(const c10::OperatorHandle& op, torch::jit::Stack* stack)>;
+using HostKernel = std::function<void(const c10::OperatorHandle& op,
+                                      torch::jit::Stack* stack)>;
 
 // The kernel to run for `op` called with `args` when the CPU kernel lacks
 // their dtype and cuda has it; nullopt when the CPU kernel serves.
-std::optional<HostKernel> kernelBeyondCpuDtypes(const c10::OperatorHandle& op,
-                                                c10::ArrayRef<c10::IValue> args);
+std::optional<HostKernel> kernelBeyondCpuDtypes(
+    const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
 
 }  // namespace mydev

@@ -27,36 +27,48 @@ c10::OperatorHandle operatorNamed(const char* name, const char* overload) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
 }
 
-at::Tensor convolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
-                                   const std::optional<at::Tensor>& bias,
-                                   c10::IntArrayRef stride, c10::IntArrayRef padding,
-                                   c10::IntArrayRef dilation, bool transposed,
-                                   c10::IntArrayRef output_padding, int64_t groups) {
-  static const c10::OperatorHandle convolution = operatorNamed("aten::convolution", "");
-  torch::jit::Stack stack{input,      weight, bias,           stride, padding,
-                          dilation,   transposed, output_padding, groups};
-  runOnDevice(convolution, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
+at::Tensor convolutionOverrideable(
+    const at::Tensor& input, const at::Tensor& weight,
+    const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+    c10::IntArrayRef output_padding, int64_t groups) {
+  static const c10::OperatorHandle convolution =
+      operatorNamed("aten::convolution", "");
+  torch::jit::Stack stack{input,    weight,     bias,           stride, padding,
+                          dilation, transposed, output_padding, groups};
+  runOnDevice(convolution, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+              &stack);
   return stack[0].toTensor();
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackwardOverrideable(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
-    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
-    bool transposed, c10::IntArrayRef output_padding, int64_t groups,
-    std::array<bool, 3> output_mask) {
+    const at::Tensor& grad_output, const at::Tensor& input,
+    const at::Tensor& weight, c10::IntArrayRef stride, c10::IntArrayRef padding,
+    c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
   static const c10::OperatorHandle backward =
       operatorNamed("aten::convolution_backward", "");
   // The overrideable hook doesn't carry the bias shape; it is one value per
   // output channel.
   std::optional<std::vector<int64_t>> bias_sizes;
   if (output_mask[2]) {
-    bias_sizes = std::vector<int64_t>{transposed ? weight.size(1) * groups : weight.size(0)};
+    bias_sizes = std::vector<int64_t>{transposed ? weight.size(1) * groups
+                                                 : weight.size(0)};
   }
-  torch::jit::Stack stack{grad_output, input,      weight,         bias_sizes,
-                          stride,      padding,    dilation,       transposed,
-                          output_padding, groups,
-                          c10::List<bool>({output_mask[0], output_mask[1], output_mask[2]})};
-  runOnDevice(backward, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
+  torch::jit::Stack stack{
+      grad_output,
+      input,
+      weight,
+      bias_sizes,
+      stride,
+      padding,
+      dilation,
+      transposed,
+      output_padding,
+      groups,
+      c10::List<bool>({output_mask[0], output_mask[1], output_mask[2]})};
+  runOnDevice(backward, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+              &stack);
   return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
 }
 

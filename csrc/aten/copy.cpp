@@ -37,9 +37,10 @@ size_t denseBytes(const at::Tensor& t) {
 at::Tensor denseLike(const at::Tensor& like, at::ScalarType dtype,
                      c10::Device device) {
   const auto options = like.options().dtype(dtype).device(device);
-  at::Tensor result = like.is_non_overlapping_and_dense()
-                          ? at::empty_strided(like.sizes(), like.strides(), options)
-                          : at::empty(like.sizes(), options);
+  at::Tensor result =
+      like.is_non_overlapping_and_dense()
+          ? at::empty_strided(like.sizes(), like.strides(), options)
+          : at::empty(like.sizes(), options);
   result.unsafeGetTensorImpl()->_set_conj(like.is_conj());
   result.unsafeGetTensorImpl()->_set_neg(like.is_neg());
   return result;
@@ -70,9 +71,8 @@ void deviceToDevice(const at::Tensor& src, const at::Tensor& dst,
                                  stream.raw()));
     return;
   }
-  launchKernel("copy_", stream, [out = hostView(dst), in = hostView(src)] {
-    out.copy_(in);
-  });
+  launchKernel("copy_", stream,
+               [out = hostView(dst), in = hostView(src)] { out.copy_(in); });
 }
 
 void hostToDevice(const at::Tensor& src, const at::Tensor& dst,

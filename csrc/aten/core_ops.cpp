@@ -3,9 +3,9 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -103,12 +103,11 @@ at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source,
     impl->set_storage_offset(storage_offset);
     impl->set_sizes_contiguous(size);
   }
-  const size_t needed =
-      self.numel() == 0
-          ? 0
-          : at::detail::computeStorageNbytes(impl->sizes(), impl->strides(),
-                                             self.dtype().itemsize(),
-                                             storage_offset);
+  const size_t needed = self.numel() == 0
+                            ? 0
+                            : at::detail::computeStorageNbytes(
+                                  impl->sizes(), impl->strides(),
+                                  self.dtype().itemsize(), storage_offset);
   if (needed > self.storage().nbytes()) {
     const c10::DeviceGuard guard(self.device());
     at::native::resize_bytes_nocuda(self.storage(),
@@ -164,13 +163,15 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0,
               "fill_ only supports 0-dimension value tensor but got tensor "
-              "with ", value.dim(), " dimensions.");
+              "with ",
+              value.dim(), " dimensions.");
   if (value.device().is_cpu()) {
     return fill_scalar(self, value.item());
   }
   TORCH_CHECK(value.device() == self.device(),
               "Expected all tensors to be on the same device, but found at "
-              "least two devices, ", self.device(), " and ", value.device(), "!");
+              "least two devices, ",
+              self.device(), " and ", value.device(), "!");
   if (self.numel() == 0) {
     return self;
   }

@@ -57,8 +57,9 @@ void runOnCpuIfAllowed(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   const std::string name = c10::toString(op.operator_name());
   const CpuFallbackPolicy current = cpuFallbackPolicy();
   TORCH_CHECK_NOT_IMPLEMENTED(
-      current != CpuFallbackPolicy::Off, "mydev has no kernel for ", name,
-      ": ", why_unsupported, ". Set MYDEV_CPU_FALLBACK=warn (or on) to run it "
+      current != CpuFallbackPolicy::Off, "mydev has no kernel for ", name, ": ",
+      why_unsupported,
+      ". Set MYDEV_CPU_FALLBACK=warn (or on) to run it "
       "on the CPU, with its inputs copied there and its results copied back.");
   {
     const std::lock_guard<std::mutex> lock(counts_mutex);

@@ -2,8 +2,8 @@
 
 #include <ATen/core/Reduction.h>
 #include <ATen/core/stack.h>
-#include <ATen/ops/empty_strided.h>
 #include <ATen/native/ConvUtils.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/core/MemoryFormat.h>
 #include <c10/util/strides.h>
 
@@ -19,7 +19,8 @@
 namespace mydev {
 namespace {
 
-std::optional<size_t> argumentIndex(const c10::FunctionSchema& schema, const char* name) {
+std::optional<size_t> argumentIndex(const c10::FunctionSchema& schema,
+                                    const char* name) {
   return schema.argumentIndexWithName(name);
 }
 
@@ -54,8 +55,9 @@ at::ScalarType statisticsType(const c10::FunctionSchema& schema,
 
 // Batch norm's saved mean and inverse std have one value per channel when
 // training and none otherwise. (The Meta kernels say one per channel.)
-void correctBatchNorm(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
-                      bool training, OutputMetadata& metadata) {
+void correctBatchNorm(const c10::FunctionSchema& schema,
+                      c10::ArrayRef<c10::IValue> args, bool training,
+                      OutputMetadata& metadata) {
   const at::ScalarType type = statisticsType(schema, args);
   const int64_t channels = training ? args[0].toTensor().size(1) : 0;
   for (size_t r : {1, 2}) {
@@ -71,27 +73,31 @@ void correctBatchNorm(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IVal
 // seeing a device whose backend is "overrideable", says is contiguous.
 // Only metadata is read: host views stand in for CPU tensors of the same
 // layout, without touching the data.
-void correctConvolution(c10::ArrayRef<c10::IValue> args, OutputMetadata& metadata) {
+void correctConvolution(c10::ArrayRef<c10::IValue> args,
+                        OutputMetadata& metadata) {
   const at::Tensor input = hostView(args[0].toTensor());
   const at::Tensor weight = hostView(args[1].toTensor());
   const std::optional<at::Tensor> bias_arg = args[2].toOptional<at::Tensor>();
   const std::optional<at::Tensor> bias =
-      bias_arg.has_value() && bias_arg->defined() ? std::optional<at::Tensor>(hostView(*bias_arg))
-                                                  : std::nullopt;
+      bias_arg.has_value() && bias_arg->defined()
+          ? std::optional<at::Tensor>(hostView(*bias_arg))
+          : std::nullopt;
   const std::vector<int64_t> stride = args[3].toIntVector();
   const std::vector<int64_t> padding = args[4].toIntVector();
   const std::vector<int64_t> dilation = args[5].toIntVector();
   const std::vector<int64_t> output_padding = args[7].toIntVector();
   const at::native::ConvBackend backend = at::native::select_conv_backend(
-      input, weight, bias, c10::fromIntArrayRefSlow(stride), c10::fromIntArrayRefSlow(padding),
-      c10::fromIntArrayRefSlow(dilation), args[6].toBool(),
-      c10::fromIntArrayRefSlow(output_padding), c10::SymInt(args[8].toInt()), std::nullopt);
+      input, weight, bias, c10::fromIntArrayRefSlow(stride),
+      c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation),
+      args[6].toBool(), c10::fromIntArrayRefSlow(output_padding),
+      c10::SymInt(args[8].toInt()), std::nullopt);
   const at::MemoryFormat format =
       at::native::_determine_backend_memory_format(input, weight, backend);
   TensorMeta& output = metadata[0].tensors[0];
   if (format == at::MemoryFormat::ChannelsLast && output.sizes.size() == 4) {
     output.strides = c10::get_channels_last_strides_2d(output.sizes);
-  } else if (format == at::MemoryFormat::ChannelsLast3d && output.sizes.size() == 5) {
+  } else if (format == at::MemoryFormat::ChannelsLast3d &&
+             output.sizes.size() == 5) {
     output.strides = c10::get_channels_last_strides_3d(output.sizes);
   }
 }
@@ -99,7 +105,8 @@ void correctConvolution(c10::ArrayRef<c10::IValue> args, OutputMetadata& metadat
 // A multilabel margin loss over one sample (1-D input) without reduction is
 // a 0-dim tensor on the CPU. (The Meta kernel says one value per sample,
 // [1], as for a batch of one.)
-void correctMultilabelMarginLoss(c10::ArrayRef<c10::IValue> args, OutputMetadata& metadata) {
+void correctMultilabelMarginLoss(c10::ArrayRef<c10::IValue> args,
+                                 OutputMetadata& metadata) {
   if (args[0].toTensor().dim() <= 1 && args[2].toInt() == at::Reduction::None) {
     TensorMeta& loss = metadata[0].tensors[0];
     loss.sizes = {};
@@ -127,7 +134,8 @@ void makeColumnMajor(TensorMeta& matrices) {
 // from the input's suggested memory format): the CPU kernel is asked, on
 // scratch CPU inputs of the same layout. Output metadata is cached per
 // signature, so this runs once per signature.
-void correctFromCpuProbe(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+void correctFromCpuProbe(const c10::OperatorHandle& op,
+                         c10::ArrayRef<c10::IValue> args,
                          OutputMetadata& metadata) {
   torch::jit::Stack stack;
   for (const c10::IValue& arg : args) {
@@ -135,7 +143,9 @@ void correctFromCpuProbe(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValu
       if (!t.defined()) {
         return t;
       }
-      return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU)).zero_();
+      return at::empty_strided(t.sizes(), t.strides(),
+                               t.options().device(c10::kCPU))
+          .zero_();
     }));
   }
   op.callBoxed(&stack);
@@ -154,12 +164,14 @@ void correctFromCpuProbe(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValu
 // A pointwise kernel (TensorIterator) resizes an empty out= tensor to the
 // layout of its inputs (a transposed input gives a transposed result, as
 // the functional op does); the out= Meta kernels say contiguous.
-void correctPointwiseOut(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+void correctPointwiseOut(const c10::FunctionSchema& schema,
+                         c10::ArrayRef<c10::IValue> args,
                          OutputMetadata& metadata) {
   for (size_t r = 0; r < metadata.size(); ++r) {
     const std::optional<size_t> out = aliasedArgument(schema, r);
-    if (!out.has_value() || !schema.arguments()[*out].is_out() || metadata[r].is_list ||
-        !args[*out].isTensor() || args[*out].toTensor().numel() != 0) {
+    if (!out.has_value() || !schema.arguments()[*out].is_out() ||
+        metadata[r].is_list || !args[*out].isTensor() ||
+        args[*out].toTensor().numel() != 0) {
       continue;
     }
     TensorMeta& meta = metadata[r].tensors[0];
@@ -178,8 +190,9 @@ void correctPointwiseOut(const c10::FunctionSchema& schema, c10::ArrayRef<c10::I
 }
 
 bool layoutChosenByTheCpuKernel(const std::string& name) {
-  return name == "aten::_fft_r2c" || name == "aten::_fft_c2r" || name == "aten::_fft_c2c" ||
-         name == "aten::max_unpool2d" || name == "aten::max_unpool3d";
+  return name == "aten::_fft_r2c" || name == "aten::_fft_c2r" ||
+         name == "aten::_fft_c2c" || name == "aten::max_unpool2d" ||
+         name == "aten::max_unpool3d";
 }
 
 }  // namespace
@@ -189,8 +202,10 @@ void applyCpuOutputContract(const c10::OperatorHandle& op,
                             OutputMetadata& metadata) {
   const std::string& name = op.operator_name().name;
   const c10::FunctionSchema& schema = op.schema();
-  if (name == "aten::native_batch_norm" || name == "aten::_native_batch_norm_legit") {
-    correctBatchNorm(schema, args, argument(schema, args, "training")->toBool(), metadata);
+  if (name == "aten::native_batch_norm" ||
+      name == "aten::_native_batch_norm_legit") {
+    correctBatchNorm(schema, args, argument(schema, args, "training")->toBool(),
+                     metadata);
   } else if (name == "aten::_batch_norm_with_update") {
     correctBatchNorm(schema, args, /*training=*/true, metadata);
   } else if (name == "aten::_batch_norm_no_update") {
@@ -207,7 +222,8 @@ void applyCpuOutputContract(const c10::OperatorHandle& op,
     indices.strides.assign(strides.begin(), strides.end());
   } else if (name == "aten::linalg_eig") {
     makeColumnMajor(metadata[1].tensors[0]);
-  } else if (layoutChosenByTheCpuKernel(name) && !aliasedArgument(schema, 0).has_value()) {
+  } else if (layoutChosenByTheCpuKernel(name) &&
+             !aliasedArgument(schema, 0).has_value()) {
     correctFromCpuProbe(op, args, metadata);
   } else if (name == "aten::native_layer_norm") {
     const at::ScalarType type = statisticsType(schema, args);

@@ -36,7 +36,8 @@ using torch::jit::Stack;
 
 // The device's kernel library: ATen's operators (and their primitives).
 bool hasDeviceKernels(const c10::OperatorName& name) {
-  return name.name.rfind("aten::", 0) == 0 || name.name.rfind("prims::", 0) == 0;
+  return name.name.rfind("aten::", 0) == 0 ||
+         name.name.rfind("prims::", 0) == 0;
 }
 
 // Ops that, as on CUDA, take index tensors from the host (moved to the
@@ -44,7 +45,8 @@ bool hasDeviceKernels(const c10::OperatorName& name) {
 // _foreach_* overloads taking `Tensor scalars`, kept on the host).
 bool acceptsHostIndices(const c10::OperatorName& name) {
   return name.name == "aten::index" || name.name == "aten::index_put_" ||
-         name.name == "aten::index_put" || name.name == "aten::_index_put_impl_";
+         name.name == "aten::index_put" ||
+         name.name == "aten::_index_put_impl_";
 }
 
 bool readsHostScalars(const c10::OperatorName& name) {
@@ -71,15 +73,17 @@ c10::Device resolveDevice(const c10::OperatorHandle& op, Stack* stack,
         throwDeviceMismatch(*device, t.device());
       }
     });
-    if (!device.has_value() && argumentKind(schema.arguments()[i]) == ArgumentKind::Device &&
+    if (!device.has_value() &&
+        argumentKind(schema.arguments()[i]) == ArgumentKind::Device &&
         arg.isDevice() && arg.toDevice().is_privateuseone()) {
       device = arg.toDevice();
     }
   }
   if (!device.has_value()) {
     // Only a mydev generator brought the call here: a CPU op was given it.
-    TORCH_CHECK(false, op.operator_name(),
-                ": Expected a 'cpu' device type for generator but found 'mydev'");
+    TORCH_CHECK(
+        false, op.operator_name(),
+        ": Expected a 'cpu' device type for generator but found 'mydev'");
   }
   if (!device->has_index()) {
     device = c10::Device(c10::DeviceType::PrivateUse1, currentDevice());
@@ -124,16 +128,15 @@ c10::IValue hostViewsOf(const c10::IValue& value) {
 // The argument as the CPU kernel inside a device kernel should see it: host
 // views of device memory, the CPU device, and a generator seeded from the
 // mydev one.
-c10::IValue hostArgument(const c10::Argument& schema_arg, const c10::IValue& value,
-                         const RandomDraws& draws) {
+c10::IValue hostArgument(const c10::Argument& schema_arg,
+                         const c10::IValue& value, const RandomDraws& draws) {
   switch (argumentKind(schema_arg)) {
     case ArgumentKind::Device:
       return value.isNone() ? value : c10::IValue(c10::Device(c10::kCPU));
     case ArgumentKind::Generator:
       return hostGeneratorFor(value.toOptional<at::Generator>(), draws.device,
                               draws.count);
-    case ArgumentKind::Other:
-      break;
+    case ArgumentKind::Other: break;
   }
   return hostViewsOf(value);
 }
@@ -141,7 +144,9 @@ c10::IValue hostArgument(const c10::Argument& schema_arg, const c10::IValue& val
 uint64_t largestNumel(c10::ArrayRef<c10::IValue> values) {
   int64_t largest = 1;
   for (const c10::IValue& value : values) {
-    forEachTensor(value, [&](const at::Tensor& t) { largest = std::max(largest, t.numel()); });
+    forEachTensor(value, [&](const at::Tensor& t) {
+      largest = std::max(largest, t.numel());
+    });
   }
   return static_cast<uint64_t>(largest);
 }
@@ -160,7 +165,8 @@ at::Tensor viewOf(const at::Tensor& base, const TensorMeta& meta) {
       c10::TensorImpl::VIEW, c10::Storage(base.storage()), base.key_set(),
       c10::scalarTypeToTypeMeta(meta.dtype));
   c10::TensorImpl* impl = view.unsafeGetTensorImpl();
-  impl->set_sizes_and_strides(meta.sizes, meta.strides, byte_offset / item_size);
+  impl->set_sizes_and_strides(meta.sizes, meta.strides,
+                              byte_offset / item_size);
   impl->_set_conj(meta.is_conj);
   impl->_set_neg(meta.is_neg);
   return view;
@@ -188,11 +194,12 @@ at::Tensor allocateLike(const TensorMeta& meta) {
 // LAPACK results stay column-major), where `to` would make dense results
 // contiguous.
 at::Tensor toDeviceKeepingLayout(const at::Tensor& t, c10::Device device) {
-  if (!t.defined() || t.is_conj() || t.is_neg() || !t.is_non_overlapping_and_dense() ||
-      t.is_contiguous()) {
+  if (!t.defined() || t.is_conj() || t.is_neg() ||
+      !t.is_non_overlapping_and_dense() || t.is_contiguous()) {
     return t.defined() ? t.to(device) : t;
   }
-  at::Tensor on_device = at::empty_strided(t.sizes(), t.strides(), t.options().device(device));
+  at::Tensor on_device =
+      at::empty_strided(t.sizes(), t.strides(), t.options().device(device));
   on_device.copy_(t);
   return on_device;
 }
@@ -211,22 +218,24 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
   auto outcome = std::make_shared<Outcome>();
   const std::vector<c10::IValue> device_args(stack->begin() + first_arg,
                                              stack->end());
-  const RandomDraws draws{device.index(),
-                          takesGenerator(schema) ? largestNumel(device_args) : 0};
+  const RandomDraws draws{
+      device.index(), takesGenerator(schema) ? largestNumel(device_args) : 0};
   // out= arguments get host tensors the CPU kernel may resize (host views
   // of device memory cannot grow); their contents go to the device after.
   std::vector<std::pair<size_t, at::Tensor>> host_outs;
   for (size_t i = 0; i < n_args; ++i) {
     const c10::IValue& arg = device_args[i];
     if (schema.arguments()[i].is_out() && arg.isTensor()) {
-      at::Tensor host_out = at::empty({0}, arg.toTensor().options().device(c10::kCPU));
+      at::Tensor host_out =
+          at::empty({0}, arg.toTensor().options().device(c10::kCPU));
       host_outs.emplace_back(i, host_out);
       outcome->stack.push_back(host_out);
     } else {
       outcome->stack.push_back(hostArgument(schema.arguments()[i], arg, draws));
     }
   }
-  const std::optional<HostKernel> beyond_cpu = kernelBeyondCpuDtypes(op, device_args);
+  const std::optional<HostKernel> beyond_cpu =
+      kernelBeyondCpuDtypes(op, device_args);
   launchKernel(op.operator_name().name.c_str(), [op, outcome, beyond_cpu] {
     try {
       if (beyond_cpu.has_value()) {
@@ -272,8 +281,8 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
 // views of their base, everything else is freshly allocated.
 struct DeviceOutputs {
   std::vector<c10::IValue> values;
-  bool fresh = false;      // some output is newly allocated
-  bool views_only = true;  // every output is a view (nothing to compute)
+  bool fresh = false;           // some output is newly allocated
+  bool views_only = true;       // every output is a view (nothing to compute)
   bool some_undefined = false;  // e.g. gradients a backward op was told to skip
 };
 
@@ -299,14 +308,16 @@ DeviceOutputs deviceOutputsFor(const c10::FunctionSchema& schema,
       outputs.values.push_back(device_args[*aliased]);  // in-place list ops
       outputs.views_only = false;
     } else if (aliased.has_value() && !ret.is_list) {
-      outputs.values.push_back(viewOf(device_args[*aliased].toTensor(), ret.tensors[0]));
+      outputs.values.push_back(
+          viewOf(device_args[*aliased].toTensor(), ret.tensors[0]));
     } else {
       outputs.fresh = true;
       outputs.views_only = false;
       outputs.some_undefined = outputs.some_undefined || ret.has_undefined();
       if (ret.is_list) {
         c10::List<at::Tensor> list;
-        for (const TensorMeta& meta : ret.tensors) list.push_back(allocateLike(meta));
+        for (const TensorMeta& meta : ret.tensors)
+          list.push_back(allocateLike(meta));
         outputs.values.push_back(list);
       } else {
         outputs.values.push_back(allocateLike(ret.tensors[0]));
@@ -322,7 +333,8 @@ DeviceOutputs deviceOutputsFor(const c10::FunctionSchema& schema,
 void throwDeviceMismatch(c10::Device a, c10::Device b) {
   TORCH_CHECK(false,
               "Expected all tensors to be on the same device, but found at "
-              "least two devices, ", a, " and ", b, "!");
+              "least two devices, ",
+              a, " and ", b, "!");
 }
 
 void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
@@ -345,7 +357,8 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const c10::DeviceGuard guard(device);
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
 
-  if (!returnsOnlyTensors(schema) || outputsShapedByTheData(op.operator_name())) {
+  if (!returnsOnlyTensors(schema) ||
+      outputsShapedByTheData(op.operator_name())) {
     runAndSynchronize(op, stack, first_arg, device);
     return;
   }
@@ -383,13 +396,15 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
           : 0};
   Stack kernel_stack;
   for (size_t i = 0; i < n_args; ++i) {
-    kernel_stack.push_back(hostArgument(schema.arguments()[i], device_args[i], draws));
+    kernel_stack.push_back(
+        hostArgument(schema.arguments()[i], device_args[i], draws));
   }
   std::optional<c10::OperatorHandle> out_variant;
   std::vector<c10::IValue> host_outputs;
   // A dtype the CPU kernel lacks (and cuda has): another kernel computes
   // the functional results, which are copied.
-  const std::optional<HostKernel> beyond_cpu = kernelBeyondCpuDtypes(op, device_args);
+  const std::optional<HostKernel> beyond_cpu =
+      kernelBeyondCpuDtypes(op, device_args);
   if (outputs.fresh) {
     // An out= overload can't take an absent output; then the functional
     // overload runs and its results are copied.
@@ -400,38 +415,40 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
       host_outputs.push_back(hostViewsOf(out));
     }
     if (out_variant.has_value()) {
-      kernel_stack.insert(kernel_stack.end(), host_outputs.begin(), host_outputs.end());
+      kernel_stack.insert(kernel_stack.end(), host_outputs.begin(),
+                          host_outputs.end());
     }
   }
   const c10::OperatorHandle to_run = out_variant.value_or(op);
   const bool copy_results = outputs.fresh && !out_variant.has_value();
-  launchKernel(op.operator_name().name.c_str(),
-               [to_run, copy_results, beyond_cpu, kernel_stack = std::move(kernel_stack),
-                host_outputs = std::move(host_outputs)]() mutable {
-                 if (beyond_cpu.has_value()) {
-                   (*beyond_cpu)(to_run, &kernel_stack);
-                 } else {
-                   to_run.callBoxed(&kernel_stack);
-                 }
-                 if (!copy_results) {
-                   return;
-                 }
-                 // No out= overload: the CPU kernel allocated its results on
-                 // the host; move them into the device outputs.
-                 for (size_t r = 0; r < host_outputs.size(); ++r) {
-                   if (host_outputs[r].isTensor()) {
-                     if (host_outputs[r].toTensor().defined()) {
-                       host_outputs[r].toTensor().copy_(kernel_stack[r].toTensor());
-                     }
-                   } else if (host_outputs[r].isTensorList()) {
-                     auto dst = host_outputs[r].toTensorList();
-                     auto src = kernel_stack[r].toTensorList();
-                     for (size_t i = 0; i < dst.size(); ++i) {
-                       dst.get(i).copy_(src.get(i));
-                     }
-                   }
-                 }
-               });
+  launchKernel(
+      op.operator_name().name.c_str(),
+      [to_run, copy_results, beyond_cpu, kernel_stack = std::move(kernel_stack),
+       host_outputs = std::move(host_outputs)]() mutable {
+        if (beyond_cpu.has_value()) {
+          (*beyond_cpu)(to_run, &kernel_stack);
+        } else {
+          to_run.callBoxed(&kernel_stack);
+        }
+        if (!copy_results) {
+          return;
+        }
+        // No out= overload: the CPU kernel allocated its results on
+        // the host; move them into the device outputs.
+        for (size_t r = 0; r < host_outputs.size(); ++r) {
+          if (host_outputs[r].isTensor()) {
+            if (host_outputs[r].toTensor().defined()) {
+              host_outputs[r].toTensor().copy_(kernel_stack[r].toTensor());
+            }
+          } else if (host_outputs[r].isTensorList()) {
+            auto dst = host_outputs[r].toTensorList();
+            auto src = kernel_stack[r].toTensorList();
+            for (size_t i = 0; i < dst.size(); ++i) {
+              dst.get(i).copy_(src.get(i));
+            }
+          }
+        }
+      });
   for (auto& out : outputs.values) {
     stack->push_back(std::move(out));
   }

@@ -31,7 +31,8 @@ at::ScalarType narrowed(at::ScalarType type) {
   return type == at::kFloat ? at::kHalf : at::ScalarType::ComplexHalf;
 }
 
-void fftInHalfPrecision(const c10::OperatorHandle& op, c10::DispatchKeySet keys, Stack* stack) {
+void fftInHalfPrecision(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                        Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const size_t n_args = schema.arguments().size();
   const size_t base = stack->size() - n_args;
@@ -67,20 +68,24 @@ void fftInHalfPrecision(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     c10::IValue& result = (*stack)[stack->size() - schema.returns().size() + r];
     const std::optional<size_t> aliased = aliasedArgument(schema, r);
     result = aliased.has_value() ? originals[*aliased]
-                                 : c10::IValue(result.toTensor().to(narrowed(result.toTensor().scalar_type())));
+                                 : c10::IValue(result.toTensor().to(narrowed(
+                                       result.toTensor().scalar_type())));
   }
 }
 
 constexpr const char* kFftOps[] = {
-    "fft_fft",    "fft_ifft",    "fft_rfft",    "fft_irfft",    "fft_hfft",    "fft_ihfft",
-    "fft_fft2",   "fft_ifft2",   "fft_rfft2",   "fft_irfft2",   "fft_hfft2",   "fft_ihfft2",
-    "fft_fftn",   "fft_ifftn",   "fft_rfftn",   "fft_irfftn",   "fft_hfftn",   "fft_ihfftn"};
+    "fft_fft",    "fft_ifft",   "fft_rfft",  "fft_irfft", "fft_hfft",
+    "fft_ihfft",  "fft_fft2",   "fft_ifft2", "fft_rfft2", "fft_irfft2",
+    "fft_hfft2",  "fft_ihfft2", "fft_fftn",  "fft_ifftn", "fft_rfftn",
+    "fft_irfftn", "fft_hfftn",  "fft_ihfftn"};
 
 void registerFftOps(torch::Library& m) {
   for (const char* name : kFftOps) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&fftInHalfPrecision>());
+    m.impl(name,
+           torch::CppFunction::makeFromBoxedFunction<&fftInHalfPrecision>());
     const std::string out = std::string(name) + ".out";
-    m.impl(out.c_str(), torch::CppFunction::makeFromBoxedFunction<&fftInHalfPrecision>());
+    m.impl(out.c_str(),
+           torch::CppFunction::makeFromBoxedFunction<&fftInHalfPrecision>());
   }
 }
 

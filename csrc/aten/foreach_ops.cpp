@@ -17,13 +17,16 @@ namespace mydev {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   static const std::string kPrefix = "aten::_foreach_";
-  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+  for (const c10::OperatorName& name :
+       c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind(kPrefix, 0) != 0) {
       continue;
     }
-    const std::string qualified =
-        name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-    m.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
+    const std::string qualified = name.overload_name.empty()
+                                      ? name.name
+                                      : name.name + "." + name.overload_name;
+    m.impl(qualified.c_str(),
+           torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
   }
 }
 

@@ -14,14 +14,15 @@ void keepDeviceAddress(void* /*device_address*/) {}
 }  // namespace
 
 at::Tensor hostView(const at::Tensor& device_tensor) {
-  c10::StorageImpl* device_storage =
-      device_tensor.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+  c10::StorageImpl* device_storage = device_tensor.unsafeGetTensorImpl()
+                                         ->unsafe_storage()
+                                         .unsafeGetStorageImpl();
   // A non-owning DataPtr: the device tensor keeps the memory alive.
   c10::Storage host_storage(
       c10::Storage::use_byte_size_t(), device_storage->nbytes(),
       c10::DataPtr(mydevKernelPointer(device_storage->data()),
-                   const_cast<void*>(device_storage->data()), &keepDeviceAddress,
-                   c10::Device(c10::kCPU)),
+                   const_cast<void*>(device_storage->data()),
+                   &keepDeviceAddress, c10::Device(c10::kCPU)),
       /*allocator=*/nullptr, /*resizable=*/false);
   auto view = at::detail::make_tensor<c10::TensorImpl>(
       std::move(host_storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
@@ -43,8 +44,9 @@ void* deviceAddressOf(const at::Tensor& host_view) {
   const c10::DataPtr& storage = host_view.storage().data_ptr();
   TORCH_CHECK(storage.get_deleter() == &keepDeviceAddress,
               "deviceAddressOf: not a host view of device memory");
-  const ptrdiff_t offset = static_cast<const char*>(host_view.const_data_ptr()) -
-                           static_cast<const char*>(storage.get());
+  const ptrdiff_t offset =
+      static_cast<const char*>(host_view.const_data_ptr()) -
+      static_cast<const char*>(storage.get());
   return static_cast<char*>(storage.get_context()) + offset;
 }
 

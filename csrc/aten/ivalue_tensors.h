@@ -2,8 +2,8 @@
 // Tensor?[]), for code that rewrites arguments on their way to a kernel.
 #pragma once
 
-#include <ATen/core/ivalue.h>
 #include <ATen/core/List.h>
+#include <ATen/core/ivalue.h>
 
 #include <optional>
 

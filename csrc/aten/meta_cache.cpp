@@ -33,8 +33,19 @@ struct KeyHash {
 };
 
 enum Tag : int64_t {
-  kNone = 1, kTensor, kUndefinedTensor, kList, kInt, kDouble, kBool,
-  kComplex, kIntList, kDoubleList, kBoolList, kString, kOpaque
+  kNone = 1,
+  kTensor,
+  kUndefinedTensor,
+  kList,
+  kInt,
+  kDouble,
+  kBool,
+  kComplex,
+  kIntList,
+  kDoubleList,
+  kBoolList,
+  kString,
+  kOpaque
 };
 
 int64_t bitsOf(double value) {
@@ -51,7 +62,8 @@ void appendTensor(Key& key, const at::Tensor& t) {
   key.push_back(kTensor);
   key.push_back(static_cast<int64_t>(t.scalar_type()));
   key.push_back(static_cast<int64_t>(t.device().type()));
-  // A wrapped number (a Python scalar) promotes differently from a 0-dim tensor.
+  // A wrapped number (a Python scalar) promotes differently from a 0-dim
+  // tensor.
   key.push_back((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0) |
                 (t.unsafeGetTensorImpl()->is_wrapped_number() ? 4 : 0));
   key.push_back(t.dim());
@@ -88,14 +100,15 @@ int64_t scalarKind(const c10::IValue& value) {
 
 // Appends what the Meta kernel's result can depend on; false if the value
 // is of a kind we don't know how to key (then nothing is cached).
-bool appendValue(Key& key, const c10::Argument& schema_arg, const c10::IValue& value,
-                 bool scalar_values_matter) {
+bool appendValue(Key& key, const c10::Argument& schema_arg,
+                 const c10::IValue& value, bool scalar_values_matter) {
   const ArgumentKind kind = argumentKind(schema_arg);
   if (kind == ArgumentKind::Device || kind == ArgumentKind::Generator) {
     key.push_back(value.isNone() ? kNone : kOpaque);  // replaced for Meta
     return true;
   }
-  if (!scalar_values_matter && isScalarArgument(schema_arg) && !value.isList()) {
+  if (!scalar_values_matter && isScalarArgument(schema_arg) &&
+      !value.isList()) {
     key.push_back(value.isNone() ? kNone : scalarKind(value));
     return true;
   }
@@ -145,7 +158,8 @@ bool appendValue(Key& key, const c10::Argument& schema_arg, const c10::IValue& v
     for (const bool element : list) key.push_back(element ? 1 : 0);
   } else if (value.isString()) {
     key.push_back(kString);
-    key.push_back(static_cast<int64_t>(std::hash<std::string_view>()(value.toStringView())));
+    key.push_back(static_cast<int64_t>(
+        std::hash<std::string_view>()(value.toStringView())));
   } else if (value.isList()) {
     // Scalar[] and other generic lists (the foreach ops' scalar lists).
     const c10::List<c10::IValue> list = value.toList();
@@ -162,14 +176,17 @@ bool appendValue(Key& key, const c10::Argument& schema_arg, const c10::IValue& v
   return true;
 }
 
-std::optional<Key> keyFor(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+std::optional<Key> keyFor(const c10::OperatorHandle& op,
+                          c10::ArrayRef<c10::IValue> args) {
   Key key;
   key.reserve(64);
   key.push_back(reinterpret_cast<int64_t>(&op.schema()));
   // Factory functions without a dtype use the default dtype.
-  key.push_back(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
+  key.push_back(static_cast<int64_t>(
+      c10::typeMetaToScalarType(c10::get_default_dtype())));
   const auto& schema_args = op.schema().arguments();
-  const bool scalar_values_matter = scalarValuesShapeOutputs(op.operator_name());
+  const bool scalar_values_matter =
+      scalarValuesShapeOutputs(op.operator_name());
   for (size_t i = 0; i < args.size(); ++i) {
     if (!appendValue(key, schema_args[i], args[i], scalar_values_matter)) {
       return std::nullopt;
@@ -182,14 +199,13 @@ std::optional<Key> keyFor(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVal
 // scalars too: type promotion treats a 0-dim tensor the same on any device,
 // and some meta kernels refuse to mix devices), the meta device and no
 // generator.
-c10::IValue metaArgument(const c10::Argument& schema_arg, const c10::IValue& value) {
+c10::IValue metaArgument(const c10::Argument& schema_arg,
+                         const c10::IValue& value) {
   switch (argumentKind(schema_arg)) {
     case ArgumentKind::Device:
       return value.isNone() ? value : c10::IValue(c10::Device(c10::kMeta));
-    case ArgumentKind::Generator:
-      return c10::IValue();
-    case ArgumentKind::Other:
-      break;
+    case ArgumentKind::Generator: return c10::IValue();
+    case ArgumentKind::Other: break;
   }
   return mapTensors(value, [](const at::Tensor& t) {
     if (!t.defined()) {
@@ -212,13 +228,17 @@ TensorMeta describe(const at::Tensor& meta) {
   if (!meta.defined()) {
     return {false, {}, {}, 0, at::ScalarType::Undefined};
   }
-  return {true,          meta.sizes().vec(),   meta.strides().vec(),
-          meta.storage_offset(), meta.scalar_type(), meta.is_conj(),
+  return {true,
+          meta.sizes().vec(),
+          meta.strides().vec(),
+          meta.storage_offset(),
+          meta.scalar_type(),
+          meta.is_conj(),
           meta.is_neg()};
 }
 
-std::shared_ptr<const OutputMetadata> runMetaKernel(const c10::OperatorHandle& op,
-                                                    c10::ArrayRef<c10::IValue> args) {
+std::shared_ptr<const OutputMetadata> runMetaKernel(
+    const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   const auto& schema_args = op.schema().arguments();
   torch::jit::Stack stack;
   stack.reserve(args.size());
@@ -233,7 +253,8 @@ std::shared_ptr<const OutputMetadata> runMetaKernel(const c10::OperatorHandle& o
     ReturnMeta ret;
     if (value.isTensorList()) {
       ret.is_list = true;
-      for (const at::Tensor& t : value.toTensorList()) ret.tensors.push_back(describe(t));
+      for (const at::Tensor& t : value.toTensorList())
+        ret.tensors.push_back(describe(t));
     } else {
       ret.tensors.push_back(describe(value.toTensor()));
     }
@@ -245,9 +266,11 @@ std::shared_ptr<const OutputMetadata> runMetaKernel(const c10::OperatorHandle& o
 
 }  // namespace
 
-std::shared_ptr<const OutputMetadata> outputMetadata(const c10::OperatorHandle& op,
-                                                     c10::ArrayRef<c10::IValue> args) {
-  thread_local std::unordered_map<Key, std::shared_ptr<const OutputMetadata>, KeyHash> cache;
+std::shared_ptr<const OutputMetadata> outputMetadata(
+    const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  thread_local std::unordered_map<Key, std::shared_ptr<const OutputMetadata>,
+                                  KeyHash>
+      cache;
   std::optional<Key> key = keyFor(op, args);
   if (!key.has_value()) {
     return runMetaKernel(op, args);

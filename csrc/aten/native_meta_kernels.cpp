@@ -15,12 +15,12 @@
 #include <ATen/ops/fill_meta_dispatch.h>
 #include <ATen/ops/gelu_meta_dispatch.h>
 #include <ATen/ops/lerp_meta_dispatch.h>
-#include <ATen/ops/nll_loss_backward_meta_dispatch.h>
-#include <ATen/ops/nll_loss_forward_meta_dispatch.h>
 #include <ATen/ops/mean_meta_dispatch.h>
 #include <ATen/ops/mm_meta_dispatch.h>
 #include <ATen/ops/mul_meta_dispatch.h>
 #include <ATen/ops/neg_meta_dispatch.h>
+#include <ATen/ops/nll_loss_backward_meta_dispatch.h>
+#include <ATen/ops/nll_loss_forward_meta_dispatch.h>
 #include <ATen/ops/normal_meta_dispatch.h>
 #include <ATen/ops/pow_meta_dispatch.h>
 #include <ATen/ops/rsqrt_meta_dispatch.h>
@@ -48,10 +48,14 @@ using Binary = Tensor(const Tensor&, const Tensor&);
 using BinaryInPlace = Tensor&(Tensor&, const Tensor&);
 using BinaryAlpha = Tensor(const Tensor&, const Tensor&, const Scalar&);
 using BinaryAlphaInPlace = Tensor&(Tensor&, const Tensor&, const Scalar&);
-using Ternary = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&);
-using TernaryInPlace = Tensor&(Tensor&, const Tensor&, const Tensor&, const Scalar&);
-using AddMm = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&);
-using AddMmInPlace = Tensor&(Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&);
+using Ternary = Tensor(const Tensor&, const Tensor&, const Tensor&,
+                       const Scalar&);
+using TernaryInPlace = Tensor&(Tensor&, const Tensor&, const Tensor&,
+                               const Scalar&);
+using AddMm = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&,
+                     const Scalar&);
+using AddMmInPlace = Tensor&(Tensor&, const Tensor&, const Tensor&,
+                             const Scalar&, const Scalar&);
 using Reduction = Tensor(const Tensor&, at::OptionalIntArrayRef, bool,
                          std::optional<at::ScalarType>);
 using Softmax = Tensor(const Tensor&, int64_t, bool);
@@ -60,28 +64,34 @@ using PowScalar = Tensor(const Tensor&, const Scalar&);
 // out= overloads, arguments in schema order (at::meta::*_outf).
 using UnaryOut = Tensor&(const Tensor&, Tensor&);
 using BinaryOut = Tensor&(const Tensor&, const Tensor&, Tensor&);
-using BinaryAlphaOut = Tensor&(const Tensor&, const Tensor&, const Scalar&, Tensor&);
-using TernaryOut = Tensor&(const Tensor&, const Tensor&, const Tensor&, const Scalar&, Tensor&);
-using AddMmOut = Tensor&(const Tensor&, const Tensor&, const Tensor&, const Scalar&,
-                         const Scalar&, Tensor&);
+using BinaryAlphaOut = Tensor&(const Tensor&, const Tensor&, const Scalar&,
+                               Tensor&);
+using TernaryOut = Tensor&(const Tensor&, const Tensor&, const Tensor&,
+                           const Scalar&, Tensor&);
+using AddMmOut = Tensor&(const Tensor&, const Tensor&, const Tensor&,
+                         const Scalar&, const Scalar&, Tensor&);
 using ReductionOut = Tensor&(const Tensor&, at::OptionalIntArrayRef, bool,
                              std::optional<at::ScalarType>, Tensor&);
 using SoftmaxOut = Tensor&(const Tensor&, int64_t, bool, Tensor&);
 using GeluOut = Tensor&(const Tensor&, c10::string_view, Tensor&);
 using PowScalarOut = Tensor&(const Tensor&, const Scalar&, Tensor&);
-using SoftmaxBackwardOut = Tensor&(const Tensor&, const Tensor&, int64_t, at::ScalarType, Tensor&);
+using SoftmaxBackwardOut = Tensor&(const Tensor&, const Tensor&, int64_t,
+                                   at::ScalarType, Tensor&);
 using NllLossOut = std::tuple<Tensor&, Tensor&>(const Tensor&, const Tensor&,
-                                                const std::optional<Tensor>&, int64_t, int64_t,
-                                                Tensor&, Tensor&);
+                                                const std::optional<Tensor>&,
+                                                int64_t, int64_t, Tensor&,
+                                                Tensor&);
 using NllLossBackwardOut = Tensor&(const Tensor&, const Tensor&, const Tensor&,
-                                   const std::optional<Tensor>&, int64_t, int64_t,
-                                   const Tensor&, Tensor&);
+                                   const std::optional<Tensor>&, int64_t,
+                                   int64_t, const Tensor&, Tensor&);
 using FillInPlace = Tensor&(Tensor&, const Scalar&);
-using RandomInPlace = Tensor&(Tensor&, double, double, std::optional<at::Generator>);
+using RandomInPlace = Tensor&(Tensor&, double, double,
+                              std::optional<at::Generator>);
 
 // relu is clamp_min(self, 0) on the CPU too, except that it refuses bool.
 Tensor reluMeta(const Tensor& self) {
-  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  TORCH_CHECK(self.scalar_type() != at::kBool,
+              "Boolean inputs not supported for relu");
   return at::meta::clamp_min(self, 0);
 }
 
@@ -98,86 +108,106 @@ c10::KernelFunction boxed() {
 // On mydev the functional and in-place forms of structured ops run ATen's
 // generic structured kernel, which calls the out= overload on the device:
 // that is the call the device-kernel path sees, hence the out= entries.
-const std::unordered_map<c10::OperatorName, c10::KernelFunction>& nativeMetaKernels() {
-  static const std::unordered_map<c10::OperatorName, c10::KernelFunction> kernels{
-      {{"aten::fill_", "Scalar"}, boxed<FillInPlace, &at::meta::fill_>()},
-      {{"aten::zero_", ""}, boxed<UnaryInPlace, &at::meta::zero_>()},
-      {{"aten::normal_", ""}, boxed<RandomInPlace, &at::meta::normal_>()},
-      {{"aten::uniform_", ""}, boxed<RandomInPlace, &at::meta::uniform_>()},
-      {{"aten::add", "Tensor"}, boxed<BinaryAlpha, &at::meta::add>()},
-      {{"aten::add_", "Tensor"}, boxed<BinaryAlphaInPlace, &at::meta::add_>()},
-      {{"aten::sub", "Tensor"}, boxed<BinaryAlpha, &at::meta::sub>()},
-      {{"aten::sub_", "Tensor"}, boxed<BinaryAlphaInPlace, &at::meta::sub_>()},
-      {{"aten::mul", "Tensor"}, boxed<Binary, &at::meta::mul>()},
-      {{"aten::mul_", "Tensor"}, boxed<BinaryInPlace, &at::meta::mul_>()},
-      {{"aten::div", "Tensor"}, boxed<Binary, &at::meta::div>()},
-      {{"aten::div_", "Tensor"}, boxed<BinaryInPlace, &at::meta::div_>()},
-      {{"aten::pow", "Tensor_Scalar"}, boxed<PowScalar, &at::meta::pow>()},
-      {{"aten::addcmul_", ""}, boxed<TernaryInPlace, &at::meta::addcmul_>()},
-      {{"aten::addcmul", ""}, boxed<Ternary, &at::meta::addcmul>()},
-      {{"aten::lerp_", "Scalar"}, boxed<BinaryAlphaInPlace, &at::meta::lerp_>()},
-      {{"aten::mm", ""}, boxed<Binary, &at::meta::mm>()},
-      {{"aten::bmm", ""}, boxed<Binary, &at::meta::bmm>()},
-      {{"aten::addmm", ""}, boxed<AddMm, &at::meta::addmm>()},
-      {{"aten::addmm_", ""}, boxed<AddMmInPlace, &at::meta::addmm_>()},
-      {{"aten::sum", "dim_IntList"}, boxed<Reduction, &at::meta::sum>()},
-      {{"aten::mean", "dim"}, boxed<Reduction, &at::meta::mean>()},
-      {{"aten::_softmax", ""}, boxed<Softmax, &at::meta::_softmax>()},
-      {{"aten::_log_softmax", ""}, boxed<Softmax, &at::meta::_log_softmax>()},
-      {{"aten::relu", ""}, boxed<Unary, &reluMeta>()},
-      {{"aten::threshold_backward", ""}, boxed<BinaryAlpha, &at::meta::threshold_backward>()},
-      {{"aten::silu", ""}, boxed<Unary, &at::meta::silu>()},
-      {{"aten::gelu", ""}, boxed<Gelu, &at::meta::gelu>()},
-      {{"aten::exp", ""}, boxed<Unary, &at::meta::exp>()},
-      {{"aten::neg", ""}, boxed<Unary, &at::meta::neg>()},
-      {{"aten::tanh", ""}, boxed<Unary, &at::meta::tanh>()},
-      {{"aten::sigmoid", ""}, boxed<Unary, &at::meta::sigmoid>()},
-      {{"aten::sqrt", ""}, boxed<Unary, &at::meta::sqrt>()},
-      {{"aten::sqrt_", ""}, boxed<UnaryInPlace, &at::meta::sqrt_>()},
-      {{"aten::rsqrt", ""}, boxed<Unary, &at::meta::rsqrt>()},
-      {{"aten::add", "out"}, boxed<BinaryAlphaOut, &at::meta::add_outf>()},
-      {{"aten::sub", "out"}, boxed<BinaryAlphaOut, &at::meta::sub_outf>()},
-      {{"aten::mul", "out"}, boxed<BinaryOut, &at::meta::mul_outf>()},
-      {{"aten::div", "out"}, boxed<BinaryOut, &at::meta::div_outf>()},
-      {{"aten::pow", "Tensor_Scalar_out"}, boxed<PowScalarOut, &at::meta::pow_outf>()},
-      {{"aten::addcmul", "out"}, boxed<TernaryOut, &at::meta::addcmul_outf>()},
-      {{"aten::lerp", "Scalar_out"}, boxed<BinaryAlphaOut, &at::meta::lerp_outf>()},
-      {{"aten::mm", "out"}, boxed<BinaryOut, &at::meta::mm_outf>()},
-      {{"aten::bmm", "out"}, boxed<BinaryOut, &at::meta::bmm_outf>()},
-      {{"aten::addmm", "out"}, boxed<AddMmOut, &at::meta::addmm_outf>()},
-      {{"aten::sum", "IntList_out"}, boxed<ReductionOut, &at::meta::sum_outf>()},
-      {{"aten::mean", "out"}, boxed<ReductionOut, &at::meta::mean_outf>()},
-      {{"aten::_softmax", "out"}, boxed<SoftmaxOut, &at::meta::_softmax_outf>()},
-      {{"aten::_log_softmax", "out"}, boxed<SoftmaxOut, &at::meta::_log_softmax_outf>()},
-      {{"aten::threshold_backward", "grad_input"}, boxed<BinaryAlphaOut, &at::meta::threshold_backward_outf>()},
-      {{"aten::silu", "out"}, boxed<UnaryOut, &at::meta::silu_outf>()},
-      {{"aten::gelu", "out"}, boxed<GeluOut, &at::meta::gelu_outf>()},
-      {{"aten::exp", "out"}, boxed<UnaryOut, &at::meta::exp_outf>()},
-      {{"aten::neg", "out"}, boxed<UnaryOut, &at::meta::neg_outf>()},
-      {{"aten::tanh", "out"}, boxed<UnaryOut, &at::meta::tanh_outf>()},
-      {{"aten::sigmoid", "out"}, boxed<UnaryOut, &at::meta::sigmoid_outf>()},
-      {{"aten::sqrt", "out"}, boxed<UnaryOut, &at::meta::sqrt_outf>()},
-      {{"aten::rsqrt", "out"}, boxed<UnaryOut, &at::meta::rsqrt_outf>()},
-      {{"aten::_softmax_backward_data", "out"},
-       boxed<SoftmaxBackwardOut, &at::meta::_softmax_backward_data_outf>()},
-      {{"aten::_log_softmax_backward_data", "out"},
-       boxed<SoftmaxBackwardOut, &at::meta::_log_softmax_backward_data_outf>()},
-      {{"aten::nll_loss_forward", "output"}, boxed<NllLossOut, &at::meta::nll_loss_forward_outf>()},
-      {{"aten::nll_loss_backward", "grad_input"},
-       boxed<NllLossBackwardOut, &at::meta::nll_loss_backward_outf>()},
-  };
+const std::unordered_map<c10::OperatorName, c10::KernelFunction>&
+nativeMetaKernels() {
+  static const std::unordered_map<c10::OperatorName, c10::KernelFunction>
+      kernels{
+          {{"aten::fill_", "Scalar"}, boxed<FillInPlace, &at::meta::fill_>()},
+          {{"aten::zero_", ""}, boxed<UnaryInPlace, &at::meta::zero_>()},
+          {{"aten::normal_", ""}, boxed<RandomInPlace, &at::meta::normal_>()},
+          {{"aten::uniform_", ""}, boxed<RandomInPlace, &at::meta::uniform_>()},
+          {{"aten::add", "Tensor"}, boxed<BinaryAlpha, &at::meta::add>()},
+          {{"aten::add_", "Tensor"},
+           boxed<BinaryAlphaInPlace, &at::meta::add_>()},
+          {{"aten::sub", "Tensor"}, boxed<BinaryAlpha, &at::meta::sub>()},
+          {{"aten::sub_", "Tensor"},
+           boxed<BinaryAlphaInPlace, &at::meta::sub_>()},
+          {{"aten::mul", "Tensor"}, boxed<Binary, &at::meta::mul>()},
+          {{"aten::mul_", "Tensor"}, boxed<BinaryInPlace, &at::meta::mul_>()},
+          {{"aten::div", "Tensor"}, boxed<Binary, &at::meta::div>()},
+          {{"aten::div_", "Tensor"}, boxed<BinaryInPlace, &at::meta::div_>()},
+          {{"aten::pow", "Tensor_Scalar"}, boxed<PowScalar, &at::meta::pow>()},
+          {{"aten::addcmul_", ""},
+           boxed<TernaryInPlace, &at::meta::addcmul_>()},
+          {{"aten::addcmul", ""}, boxed<Ternary, &at::meta::addcmul>()},
+          {{"aten::lerp_", "Scalar"},
+           boxed<BinaryAlphaInPlace, &at::meta::lerp_>()},
+          {{"aten::mm", ""}, boxed<Binary, &at::meta::mm>()},
+          {{"aten::bmm", ""}, boxed<Binary, &at::meta::bmm>()},
+          {{"aten::addmm", ""}, boxed<AddMm, &at::meta::addmm>()},
+          {{"aten::addmm_", ""}, boxed<AddMmInPlace, &at::meta::addmm_>()},
+          {{"aten::sum", "dim_IntList"}, boxed<Reduction, &at::meta::sum>()},
+          {{"aten::mean", "dim"}, boxed<Reduction, &at::meta::mean>()},
+          {{"aten::_softmax", ""}, boxed<Softmax, &at::meta::_softmax>()},
+          {{"aten::_log_softmax", ""},
+           boxed<Softmax, &at::meta::_log_softmax>()},
+          {{"aten::relu", ""}, boxed<Unary, &reluMeta>()},
+          {{"aten::threshold_backward", ""},
+           boxed<BinaryAlpha, &at::meta::threshold_backward>()},
+          {{"aten::silu", ""}, boxed<Unary, &at::meta::silu>()},
+          {{"aten::gelu", ""}, boxed<Gelu, &at::meta::gelu>()},
+          {{"aten::exp", ""}, boxed<Unary, &at::meta::exp>()},
+          {{"aten::neg", ""}, boxed<Unary, &at::meta::neg>()},
+          {{"aten::tanh", ""}, boxed<Unary, &at::meta::tanh>()},
+          {{"aten::sigmoid", ""}, boxed<Unary, &at::meta::sigmoid>()},
+          {{"aten::sqrt", ""}, boxed<Unary, &at::meta::sqrt>()},
+          {{"aten::sqrt_", ""}, boxed<UnaryInPlace, &at::meta::sqrt_>()},
+          {{"aten::rsqrt", ""}, boxed<Unary, &at::meta::rsqrt>()},
+          {{"aten::add", "out"}, boxed<BinaryAlphaOut, &at::meta::add_outf>()},
+          {{"aten::sub", "out"}, boxed<BinaryAlphaOut, &at::meta::sub_outf>()},
+          {{"aten::mul", "out"}, boxed<BinaryOut, &at::meta::mul_outf>()},
+          {{"aten::div", "out"}, boxed<BinaryOut, &at::meta::div_outf>()},
+          {{"aten::pow", "Tensor_Scalar_out"},
+           boxed<PowScalarOut, &at::meta::pow_outf>()},
+          {{"aten::addcmul", "out"},
+           boxed<TernaryOut, &at::meta::addcmul_outf>()},
+          {{"aten::lerp", "Scalar_out"},
+           boxed<BinaryAlphaOut, &at::meta::lerp_outf>()},
+          {{"aten::mm", "out"}, boxed<BinaryOut, &at::meta::mm_outf>()},
+          {{"aten::bmm", "out"}, boxed<BinaryOut, &at::meta::bmm_outf>()},
+          {{"aten::addmm", "out"}, boxed<AddMmOut, &at::meta::addmm_outf>()},
+          {{"aten::sum", "IntList_out"},
+           boxed<ReductionOut, &at::meta::sum_outf>()},
+          {{"aten::mean", "out"}, boxed<ReductionOut, &at::meta::mean_outf>()},
+          {{"aten::_softmax", "out"},
+           boxed<SoftmaxOut, &at::meta::_softmax_outf>()},
+          {{"aten::_log_softmax", "out"},
+           boxed<SoftmaxOut, &at::meta::_log_softmax_outf>()},
+          {{"aten::threshold_backward", "grad_input"},
+           boxed<BinaryAlphaOut, &at::meta::threshold_backward_outf>()},
+          {{"aten::silu", "out"}, boxed<UnaryOut, &at::meta::silu_outf>()},
+          {{"aten::gelu", "out"}, boxed<GeluOut, &at::meta::gelu_outf>()},
+          {{"aten::exp", "out"}, boxed<UnaryOut, &at::meta::exp_outf>()},
+          {{"aten::neg", "out"}, boxed<UnaryOut, &at::meta::neg_outf>()},
+          {{"aten::tanh", "out"}, boxed<UnaryOut, &at::meta::tanh_outf>()},
+          {{"aten::sigmoid", "out"},
+           boxed<UnaryOut, &at::meta::sigmoid_outf>()},
+          {{"aten::sqrt", "out"}, boxed<UnaryOut, &at::meta::sqrt_outf>()},
+          {{"aten::rsqrt", "out"}, boxed<UnaryOut, &at::meta::rsqrt_outf>()},
+          {{"aten::_softmax_backward_data", "out"},
+           boxed<SoftmaxBackwardOut, &at::meta::_softmax_backward_data_outf>()},
+          {{"aten::_log_softmax_backward_data", "out"},
+           boxed<SoftmaxBackwardOut,
+                 &at::meta::_log_softmax_backward_data_outf>()},
+          {{"aten::nll_loss_forward", "output"},
+           boxed<NllLossOut, &at::meta::nll_loss_forward_outf>()},
+          {{"aten::nll_loss_backward", "grad_input"},
+           boxed<NllLossBackwardOut, &at::meta::nll_loss_backward_outf>()},
+      };
   return kernels;
 }
 
 }  // namespace
 
-bool runNativeMetaKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+bool runNativeMetaKernel(const c10::OperatorHandle& op,
+                         torch::jit::Stack* stack) {
   const auto& kernels = nativeMetaKernels();
   const auto found = kernels.find(op.operator_name());
   if (found == kernels.end()) {
     return false;
   }
-  found->second.callBoxed(op, c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
+  found->second.callBoxed(op, c10::DispatchKeySet(c10::DispatchKey::Meta),
+                          stack);
   return true;
 }
 

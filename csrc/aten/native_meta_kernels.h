@@ -17,6 +17,7 @@ namespace mydev {
 // Runs ATen's C++ Meta kernel of `op` on `stack` (its arguments as meta
 // tensors), leaving the results there, and returns true; returns false,
 // with the stack untouched, for ops not listed here.
-bool runNativeMetaKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+bool runNativeMetaKernel(const c10::OperatorHandle& op,
+                         torch::jit::Stack* stack);
 
 }  // namespace mydev

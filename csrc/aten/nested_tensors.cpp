@@ -30,7 +30,8 @@ void nestedOnCpuIfAllowed(const c10::OperatorHandle& op, c10::DispatchKeySet,
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&nestedOnCpuIfAllowed>());
+  m.fallback(
+      torch::CppFunction::makeFromBoxedFunction<&nestedOnCpuIfAllowed>());
 }
 
 TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
@@ -39,7 +40,8 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("copy_", TORCH_FN(at::native::copy_nested_));
   m.impl("clone", TORCH_FN(at::native::clone_nested));
   m.impl("_nested_tensor_size", TORCH_FN(at::native::_nested_tensor_size));
-  m.impl("_nested_tensor_strides", TORCH_FN(at::native::_nested_tensor_strides));
+  m.impl("_nested_tensor_strides",
+         TORCH_FN(at::native::_nested_tensor_strides));
   m.impl("_nested_tensor_storage_offsets",
          TORCH_FN(at::native::_nested_tensor_storage_offsets));
 }

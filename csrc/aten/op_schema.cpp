@@ -23,7 +23,8 @@ bool outSchemaExtends(const c10::FunctionSchema& functional,
   }
   for (size_t i = 0; i < n_args; ++i) {
     if (out.arguments()[i].name() != functional.arguments()[i].name() ||
-        *out.arguments()[i].real_type() != *functional.arguments()[i].real_type()) {
+        *out.arguments()[i].real_type() !=
+            *functional.arguments()[i].real_type()) {
       return false;
     }
   }
@@ -41,7 +42,7 @@ bool outSchemaExtends(const c10::FunctionSchema& functional,
 // contiguous. Their functional overload runs instead, then one copy.
 bool outVariantMisbehaves(const c10::OperatorName& name) {
   static const std::unordered_set<std::string> misbehaving = {
-      "aten::mse_loss",     "aten::binary_cross_entropy", "aten::huber_loss",
+      "aten::mse_loss", "aten::binary_cross_entropy", "aten::huber_loss",
       "aten::max_unpool2d", "aten::max_unpool3d"};
   return misbehaving.count(name.name) != 0;
 }
@@ -55,12 +56,9 @@ bool outputsShapedByTheData(const c10::OperatorName& name) {
 
 ArgumentKind argumentKind(const c10::Argument& argument) {
   switch (kindWithoutOptional(argument.real_type())) {
-    case c10::TypeKind::DeviceObjType:
-      return ArgumentKind::Device;
-    case c10::TypeKind::GeneratorType:
-      return ArgumentKind::Generator;
-    default:
-      return ArgumentKind::Other;
+    case c10::TypeKind::DeviceObjType: return ArgumentKind::Device;
+    case c10::TypeKind::GeneratorType: return ArgumentKind::Generator;
+    default: return ArgumentKind::Other;
   }
 }
 
@@ -95,7 +93,8 @@ std::optional<size_t> aliasedArgument(const c10::FunctionSchema& schema,
   }
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const c10::AliasInfo* arg_alias = schema.arguments()[i].alias_info();
-    if (arg_alias != nullptr && arg_alias->beforeSets() == ret_alias->beforeSets()) {
+    if (arg_alias != nullptr &&
+        arg_alias->beforeSets() == ret_alias->beforeSets()) {
       return i;
     }
   }
@@ -104,7 +103,8 @@ std::optional<size_t> aliasedArgument(const c10::FunctionSchema& schema,
 
 std::optional<c10::OperatorHandle> outVariantOf(const c10::OperatorHandle& op) {
   static std::mutex mutex;
-  static std::unordered_map<c10::OperatorName, std::optional<c10::OperatorHandle>>
+  static std::unordered_map<c10::OperatorName,
+                            std::optional<c10::OperatorHandle>>
       cache;
   const std::lock_guard<std::mutex> lock(mutex);
   const c10::OperatorName& name = op.operator_name();
@@ -121,8 +121,10 @@ std::optional<c10::OperatorHandle> outVariantOf(const c10::OperatorHandle& op) {
        {name.overload_name.empty() ? std::string("out")
                                    : name.overload_name + "_out",
         std::string("out")}) {
-    auto candidate = c10::Dispatcher::singleton().findSchema({name.name, overload});
-    if (candidate.has_value() && outSchemaExtends(op.schema(), candidate->schema())) {
+    auto candidate =
+        c10::Dispatcher::singleton().findSchema({name.name, overload});
+    if (candidate.has_value() &&
+        outSchemaExtends(op.schema(), candidate->schema())) {
       found = candidate;
       break;
     }

@@ -44,16 +44,18 @@ constexpr int64_t kGrainSize = 4096;
 // value_at(stream, i). Non-contiguous outputs are drawn densely and then
 // copied, so they get the values a contiguous output would.
 template <typename scalar_t, typename ValueAt>
-void fillInLogicalOrder(const at::Tensor& out, uint64_t seed, const ValueAt& value_at) {
+void fillInLogicalOrder(const at::Tensor& out, uint64_t seed,
+                        const ValueAt& value_at) {
   const bool dense = out.is_contiguous();
   const at::Tensor target = dense ? out : at::empty(out.sizes(), out.options());
   scalar_t* data = target.mutable_data_ptr<scalar_t>();
-  at::parallel_for(0, target.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
-    PhiloxStream stream(seed);
-    for (int64_t i = begin; i < end; ++i) {
-      data[i] = value_at(stream, i);
-    }
-  });
+  at::parallel_for(0, target.numel(), kGrainSize,
+                   [&](int64_t begin, int64_t end) {
+                     PhiloxStream stream(seed);
+                     for (int64_t i = begin; i < end; ++i) {
+                       data[i] = value_at(stream, i);
+                     }
+                   });
   if (!dense) {
     out.copy_(target);
   }
@@ -72,30 +74,35 @@ void launchRandomKernel(const char* name, const at::TensorBase& self,
   const PhiloxInputs start =
       reservePhilox(generator, self.device().index(),
                     static_cast<uint64_t>(self.numel()) * numbers_per_element);
-  launchKernel(name, [view = hostView(at::Tensor(self)), start, fill = std::move(fill)] {
-    fill(view, start);
-  });
+  launchKernel(name, [view = hostView(at::Tensor(self)), start,
+                      fill = std::move(fill)] { fill(view, start); });
 }
 
 template <typename RNG>
 struct UniformKernel {
   void operator()(at::TensorIteratorBase& iter, double from, double to,
                   std::optional<at::Generator> generator) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, iter.dtype(), "uniform_", [&] {
-      launchRandomKernel("uniform_", iter.tensor_base(0), generator, 1,
-                         [from, to](const at::Tensor& out, PhiloxInputs start) {
-        using acc_t = at::opmath_type<scalar_t>;
-        const auto low = static_cast<acc_t>(from);
-        const auto high = static_cast<acc_t>(to);
-        fillInLogicalOrder<scalar_t>(out, start.seed, [&](PhiloxStream& stream, int64_t i) {
-          const acc_t u = uniformFromBits<acc_t>(stream.at(start.offset + i));
-          const auto value = static_cast<scalar_t>(u * (high - low) + low);
-          // Rounding to scalar_t may reach the excluded bound.
-          return static_cast<acc_t>(value) >= high && low < high ? static_cast<scalar_t>(low)
-                                                                 : value;
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, iter.dtype(), "uniform_", [&] {
+          launchRandomKernel(
+              "uniform_", iter.tensor_base(0), generator, 1,
+              [from, to](const at::Tensor& out, PhiloxInputs start) {
+                using acc_t = at::opmath_type<scalar_t>;
+                const auto low = static_cast<acc_t>(from);
+                const auto high = static_cast<acc_t>(to);
+                fillInLogicalOrder<scalar_t>(
+                    out, start.seed, [&](PhiloxStream& stream, int64_t i) {
+                      const acc_t u =
+                          uniformFromBits<acc_t>(stream.at(start.offset + i));
+                      const auto value =
+                          static_cast<scalar_t>(u * (high - low) + low);
+                      // Rounding to scalar_t may reach the excluded bound.
+                      return static_cast<acc_t>(value) >= high && low < high
+                                 ? static_cast<scalar_t>(low)
+                                 : value;
+                    });
+              });
         });
-      });
-    });
   }
 };
 
@@ -104,7 +111,8 @@ struct UniformKernel {
 // one the sine.
 template <typename acc_t>
 acc_t standardNormalAt(PhiloxStream& stream, uint64_t position) {
-  const acc_t u1 = positiveUniformFromBits<acc_t>(stream.at(position & ~uint64_t{1}));
+  const acc_t u1 =
+      positiveUniformFromBits<acc_t>(stream.at(position & ~uint64_t{1}));
   const acc_t u2 = uniformFromBits<acc_t>(stream.at(position | 1));
   const acc_t radius = std::sqrt(acc_t(-2) * std::log(u1));
   const acc_t angle = acc_t(2 * M_PI) * u2;
@@ -115,16 +123,21 @@ template <typename RNG>
 struct NormalKernel {
   void operator()(const at::TensorBase& self, double mean, double std,
                   std::optional<at::Generator> generator) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "normal_", [&] {
-      launchRandomKernel("normal_", self, generator, 1,
-                         [mean, std](const at::Tensor& out, PhiloxInputs start) {
-        using acc_t = at::opmath_type<scalar_t>;
-        fillInLogicalOrder<scalar_t>(out, start.seed, [&](PhiloxStream& stream, int64_t i) {
-          const acc_t z = standardNormalAt<acc_t>(stream, start.offset + i);
-          return static_cast<scalar_t>(z * static_cast<acc_t>(std) + static_cast<acc_t>(mean));
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, self.scalar_type(), "normal_", [&] {
+          launchRandomKernel(
+              "normal_", self, generator, 1,
+              [mean, std](const at::Tensor& out, PhiloxInputs start) {
+                using acc_t = at::opmath_type<scalar_t>;
+                fillInLogicalOrder<scalar_t>(
+                    out, start.seed, [&](PhiloxStream& stream, int64_t i) {
+                      const acc_t z =
+                          standardNormalAt<acc_t>(stream, start.offset + i);
+                      return static_cast<scalar_t>(z * static_cast<acc_t>(std) +
+                                                   static_cast<acc_t>(mean));
+                    });
+              });
         });
-      });
-    });
   }
 };
 
@@ -132,14 +145,20 @@ template <typename RNG>
 struct BernoulliKernel {
   void operator()(const at::TensorBase& self, double p,
                   std::optional<at::Generator> generator) {
-    AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, self.scalar_type(), "bernoulli_", [&] {
-      launchRandomKernel("bernoulli_", self, generator, 1,
-                         [p](const at::Tensor& out, PhiloxInputs start) {
-        fillInLogicalOrder<scalar_t>(out, start.seed, [&](PhiloxStream& stream, int64_t i) {
-          return static_cast<scalar_t>(uniformFromBits<double>(stream.at(start.offset + i)) < p);
+    AT_DISPATCH_ALL_TYPES_AND3(
+        at::kBool, at::kHalf, at::kBFloat16, self.scalar_type(), "bernoulli_",
+        [&] {
+          launchRandomKernel(
+              "bernoulli_", self, generator, 1,
+              [p](const at::Tensor& out, PhiloxInputs start) {
+                fillInLogicalOrder<scalar_t>(
+                    out, start.seed, [&](PhiloxStream& stream, int64_t i) {
+                      return static_cast<scalar_t>(
+                          uniformFromBits<double>(stream.at(start.offset + i)) <
+                          p);
+                    });
+              });
         });
-      });
-    });
   }
 
   void operator()(const at::TensorBase& self, const at::TensorBase& p,
@@ -148,19 +167,28 @@ struct BernoulliKernel {
     // as CUDA does), broadcast to self's shape.
     const at::Tensor probabilities =
         at::Tensor(p).to(self.device(), at::kDouble).expand(self.sizes());
-    AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, self.scalar_type(), "bernoulli_", [&] {
-      launchRandomKernel("bernoulli_", self, generator, 1,
-                         [p_view = hostView(probabilities)](const at::Tensor& out, PhiloxInputs start) {
-        const at::Tensor dense_p = p_view.contiguous();
-        const double* p_data = dense_p.const_data_ptr<double>();
-        fillInLogicalOrder<scalar_t>(out, start.seed, [&](PhiloxStream& stream, int64_t i) {
-          const double p_i = p_data[i];
-          TORCH_CHECK(p_i >= 0 && p_i <= 1,
-                      "bernoulli_ expects p to be in [0, 1], but got p=", p_i);
-          return static_cast<scalar_t>(uniformFromBits<double>(stream.at(start.offset + i)) < p_i);
+    AT_DISPATCH_ALL_TYPES_AND3(
+        at::kBool, at::kHalf, at::kBFloat16, self.scalar_type(), "bernoulli_",
+        [&] {
+          launchRandomKernel(
+              "bernoulli_", self, generator, 1,
+              [p_view = hostView(probabilities)](const at::Tensor& out,
+                                                 PhiloxInputs start) {
+                const at::Tensor dense_p = p_view.contiguous();
+                const double* p_data = dense_p.const_data_ptr<double>();
+                fillInLogicalOrder<scalar_t>(
+                    out, start.seed, [&](PhiloxStream& stream, int64_t i) {
+                      const double p_i = p_data[i];
+                      TORCH_CHECK(
+                          p_i >= 0 && p_i <= 1,
+                          "bernoulli_ expects p to be in [0, 1], but got p=",
+                          p_i);
+                      return static_cast<scalar_t>(
+                          uniformFromBits<double>(stream.at(start.offset + i)) <
+                          p_i);
+                    });
+              });
         });
-      });
-    });
   }
 };
 
@@ -168,16 +196,21 @@ template <typename RNG>
 struct ExponentialKernel {
   void operator()(at::TensorIteratorBase& iter, double lambda,
                   std::optional<at::Generator> generator) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, iter.dtype(), "exponential_", [&] {
-      launchRandomKernel("exponential_", iter.tensor_base(0), generator, 1,
-                         [lambda](const at::Tensor& out, PhiloxInputs start) {
-        using acc_t = at::opmath_type<scalar_t>;
-        fillInLogicalOrder<scalar_t>(out, start.seed, [&](PhiloxStream& stream, int64_t i) {
-          const acc_t u = positiveUniformFromBits<acc_t>(stream.at(start.offset + i));
-          return static_cast<scalar_t>(-std::log(u) / static_cast<acc_t>(lambda));
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, iter.dtype(), "exponential_", [&] {
+          launchRandomKernel(
+              "exponential_", iter.tensor_base(0), generator, 1,
+              [lambda](const at::Tensor& out, PhiloxInputs start) {
+                using acc_t = at::opmath_type<scalar_t>;
+                fillInLogicalOrder<scalar_t>(
+                    out, start.seed, [&](PhiloxStream& stream, int64_t i) {
+                      const acc_t u = positiveUniformFromBits<acc_t>(
+                          stream.at(start.offset + i));
+                      return static_cast<scalar_t>(-std::log(u) /
+                                                   static_cast<acc_t>(lambda));
+                    });
+              });
         });
-      });
-    });
   }
 };
 
@@ -185,30 +218,38 @@ struct ExponentialKernel {
 // 2^32 take one number per element, wider ones two (element i: positions
 // offset + 2i, high word, and offset + 2i + 1).
 template <typename scalar_t>
-void fillIntegers(const at::Tensor& out, PhiloxInputs start, uint64_t range, int64_t base) {
+void fillIntegers(const at::Tensor& out, PhiloxInputs start, uint64_t range,
+                  int64_t base) {
   const bool wide = range == 0 || range > (uint64_t{1} << 32);
-  fillInLogicalOrder<scalar_t>(out, start.seed, [&](PhiloxStream& stream, int64_t i) {
-    uint64_t bits = 0;
-    if (wide) {
-      const uint64_t position = start.offset + 2 * static_cast<uint64_t>(i);
-      bits = (static_cast<uint64_t>(stream.at(position)) << 32) | stream.at(position + 1);
-    } else {
-      bits = stream.at(start.offset + i);
-    }
-    const uint64_t drawn = range == 0 ? bits : bits % range;
-    return static_cast<scalar_t>(static_cast<int64_t>(drawn + static_cast<uint64_t>(base)));
-  });
+  fillInLogicalOrder<scalar_t>(
+      out, start.seed, [&](PhiloxStream& stream, int64_t i) {
+        uint64_t bits = 0;
+        if (wide) {
+          const uint64_t position = start.offset + 2 * static_cast<uint64_t>(i);
+          bits = (static_cast<uint64_t>(stream.at(position)) << 32) |
+                 stream.at(position + 1);
+        } else {
+          bits = stream.at(start.offset + i);
+        }
+        const uint64_t drawn = range == 0 ? bits : bits % range;
+        return static_cast<scalar_t>(
+            static_cast<int64_t>(drawn + static_cast<uint64_t>(base)));
+      });
 }
 
-void launchIntegerKernel(const at::TensorBase& self, const std::optional<at::Generator>& generator,
+void launchIntegerKernel(const at::TensorBase& self,
+                         const std::optional<at::Generator>& generator,
                          uint64_t range, int64_t base) {
   const bool wide = range == 0 || range > (uint64_t{1} << 32);
-  AT_DISPATCH_V2(self.scalar_type(), "random_", AT_WRAP([&] {
-    launchRandomKernel("random_", self, generator, wide ? 2 : 1,
-                       [range, base](const at::Tensor& out, PhiloxInputs start) {
-      fillIntegers<scalar_t>(out, start, range, base);
-    });
-  }), at::kBool, at::kHalf, at::kBFloat16, AT_EXPAND(AT_ALL_TYPES),
+  AT_DISPATCH_V2(
+      self.scalar_type(), "random_", AT_WRAP([&] {
+        launchRandomKernel(
+            "random_", self, generator, wide ? 2 : 1,
+            [range, base](const at::Tensor& out, PhiloxInputs start) {
+              fillIntegers<scalar_t>(out, start, range, base);
+            });
+      }),
+      at::kBool, at::kHalf, at::kBFloat16, AT_EXPAND(AT_ALL_TYPES),
       AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
 }
 
@@ -220,13 +261,17 @@ struct RandomFromToKernel {
   }
 
   // [int64 min, int64 max]: all 64 bits.
-  void operator()(at::TensorIteratorBase& iter, std::optional<at::Generator> generator) {
+  void operator()(at::TensorIteratorBase& iter,
+                  std::optional<at::Generator> generator) {
     const at::ScalarType dtype = iter.dtype();
-    TORCH_CHECK(dtype == at::kLong || dtype == at::kDouble || dtype == at::kFloat ||
-                    dtype == at::kBFloat16,
-                "random_ over the full 64-bit range handles only int64, double, float "
-                "and bfloat16, got ", dtype);
-    launchIntegerKernel(iter.tensor_base(0), generator, 0, std::numeric_limits<int64_t>::min());
+    TORCH_CHECK(
+        dtype == at::kLong || dtype == at::kDouble || dtype == at::kFloat ||
+            dtype == at::kBFloat16,
+        "random_ over the full 64-bit range handles only int64, double, float "
+        "and bfloat16, got ",
+        dtype);
+    launchIntegerKernel(iter.tensor_base(0), generator, 0,
+                        std::numeric_limits<int64_t>::min());
   }
 };
 
@@ -234,17 +279,20 @@ struct RandomFromToKernel {
 // [0, max] for integral ones, as on CPU.
 template <typename RNG>
 struct RandomKernel {
-  void operator()(at::TensorIteratorBase& iter, std::optional<at::Generator> generator) {
+  void operator()(at::TensorIteratorBase& iter,
+                  std::optional<at::Generator> generator) {
     uint64_t range = 0;
-    AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, iter.dtype(), "random_", [&] {
-      if constexpr (std::is_same_v<scalar_t, bool>) {
-        range = 2;
-      } else if constexpr (std::is_integral_v<scalar_t>) {
-        range = static_cast<uint64_t>(std::numeric_limits<scalar_t>::max()) + 1;
-      } else {
-        range = (uint64_t{1} << std::numeric_limits<scalar_t>::digits) + 1;
-      }
-    });
+    AT_DISPATCH_ALL_TYPES_AND3(
+        at::kBool, at::kHalf, at::kBFloat16, iter.dtype(), "random_", [&] {
+          if constexpr (std::is_same_v<scalar_t, bool>) {
+            range = 2;
+          } else if constexpr (std::is_integral_v<scalar_t>) {
+            range =
+                static_cast<uint64_t>(std::numeric_limits<scalar_t>::max()) + 1;
+          } else {
+            range = (uint64_t{1} << std::numeric_limits<scalar_t>::digits) + 1;
+          }
+        });
     launchIntegerKernel(iter.tensor_base(0), generator, range, 0);
   }
 };
@@ -253,50 +301,57 @@ using RNG = MydevGeneratorImpl*;
 
 at::Tensor& uniform(at::Tensor& self, double from, double to,
                     std::optional<at::Generator> generator) {
-  return at::native::templates::uniform_impl_<UniformKernel, RNG>(self, from, to,
-                                                                  std::move(generator));
+  return at::native::templates::uniform_impl_<UniformKernel, RNG>(
+      self, from, to, std::move(generator));
 }
 
 at::Tensor& normalInPlace(at::Tensor& self, double mean, double std,
                           std::optional<at::Generator> generator) {
-  return at::native::templates::normal_impl_<NormalKernel, RNG>(self, mean, std,
-                                                                std::move(generator));
+  return at::native::templates::normal_impl_<NormalKernel, RNG>(
+      self, mean, std, std::move(generator));
 }
 
 at::Tensor normalTensorFloat(const at::Tensor& mean, double std,
                              std::optional<at::Generator> generator) {
-  return at::native::templates::normal_impl<NormalKernel, RNG>(mean, std, std::move(generator));
+  return at::native::templates::normal_impl<NormalKernel, RNG>(
+      mean, std, std::move(generator));
 }
 
 at::Tensor normalFloatTensor(double mean, const at::Tensor& std,
                              std::optional<at::Generator> generator) {
-  return at::native::templates::normal_impl<NormalKernel, RNG>(mean, std, std::move(generator));
+  return at::native::templates::normal_impl<NormalKernel, RNG>(
+      mean, std, std::move(generator));
 }
 
 at::Tensor normalTensorTensor(const at::Tensor& mean, const at::Tensor& std,
                               std::optional<at::Generator> generator) {
-  return at::native::templates::normal_impl<NormalKernel, RNG>(mean, std, std::move(generator));
+  return at::native::templates::normal_impl<NormalKernel, RNG>(
+      mean, std, std::move(generator));
 }
 
 at::Tensor& normalTensorFloatOut(const at::Tensor& mean, double std,
-                                 std::optional<at::Generator> generator, at::Tensor& out) {
-  return at::native::templates::normal_out_impl<NormalKernel, RNG>(out, mean, std,
-                                                                   std::move(generator));
+                                 std::optional<at::Generator> generator,
+                                 at::Tensor& out) {
+  return at::native::templates::normal_out_impl<NormalKernel, RNG>(
+      out, mean, std, std::move(generator));
 }
 
 at::Tensor& normalFloatTensorOut(double mean, const at::Tensor& std,
-                                 std::optional<at::Generator> generator, at::Tensor& out) {
-  return at::native::templates::normal_out_impl<NormalKernel, RNG>(out, mean, std,
-                                                                   std::move(generator));
+                                 std::optional<at::Generator> generator,
+                                 at::Tensor& out) {
+  return at::native::templates::normal_out_impl<NormalKernel, RNG>(
+      out, mean, std, std::move(generator));
 }
 
 at::Tensor& normalTensorTensorOut(const at::Tensor& mean, const at::Tensor& std,
-                                  std::optional<at::Generator> generator, at::Tensor& out) {
-  return at::native::templates::normal_out_impl<NormalKernel, RNG>(out, mean, std,
-                                                                   std::move(generator));
+                                  std::optional<at::Generator> generator,
+                                  at::Tensor& out) {
+  return at::native::templates::normal_out_impl<NormalKernel, RNG>(
+      out, mean, std, std::move(generator));
 }
 
-at::Tensor& bernoulliScalar(at::Tensor& self, double p, std::optional<at::Generator> generator) {
+at::Tensor& bernoulliScalar(at::Tensor& self, double p,
+                            std::optional<at::Generator> generator) {
   return bernoulli_impl_<BernoulliKernel, RNG>(self, p, std::move(generator));
 }
 
@@ -305,28 +360,34 @@ at::Tensor& bernoulliTensor(at::Tensor& self, const at::Tensor& p,
   return bernoulli_impl_<BernoulliKernel, RNG>(self, p, std::move(generator));
 }
 
-at::Tensor& bernoulliOut(const at::Tensor& p, std::optional<at::Generator> generator,
+at::Tensor& bernoulliOut(const at::Tensor& p,
+                         std::optional<at::Generator> generator,
                          at::Tensor& out) {
   return bernoulli_out_impl<BernoulliKernel, RNG>(out, p, std::move(generator));
 }
 
-at::Tensor& randomFromTo(at::Tensor& self, int64_t from, std::optional<int64_t> to,
+at::Tensor& randomFromTo(at::Tensor& self, int64_t from,
+                         std::optional<int64_t> to,
                          std::optional<at::Generator> generator) {
   return at::native::templates::random_from_to_impl<RandomFromToKernel, RNG>(
       self, from, to, std::move(generator));
 }
 
-at::Tensor& randomTo(at::Tensor& self, int64_t to, std::optional<at::Generator> generator) {
+at::Tensor& randomTo(at::Tensor& self, int64_t to,
+                     std::optional<at::Generator> generator) {
   return randomFromTo(self, 0, to, std::move(generator));
 }
 
-at::Tensor& randomFull(at::Tensor& self, std::optional<at::Generator> generator) {
-  return at::native::templates::random_impl<RandomKernel, RNG>(self, std::move(generator));
+at::Tensor& randomFull(at::Tensor& self,
+                       std::optional<at::Generator> generator) {
+  return at::native::templates::random_impl<RandomKernel, RNG>(
+      self, std::move(generator));
 }
 
-at::Tensor& exponential(at::Tensor& self, double lambda, std::optional<at::Generator> generator) {
-  return at::native::templates::exponential_impl_<ExponentialKernel, RNG>(self, lambda,
-                                                                          std::move(generator));
+at::Tensor& exponential(at::Tensor& self, double lambda,
+                        std::optional<at::Generator> generator) {
+  return at::native::templates::exponential_impl_<ExponentialKernel, RNG>(
+      self, lambda, std::move(generator));
 }
 
 }  // namespace

@@ -15,12 +15,14 @@ namespace {
 std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input,
                                                  double p,
                                                  std::optional<bool> train) {
-  TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+  TORCH_CHECK(p >= 0 && p <= 1,
+              "dropout probability has to be between 0 and 1, but got ", p);
   if (input.numel() == 0) {
     return {input, at::empty_like(input, input.options().dtype(at::kBool))};
   }
   if (train.has_value() && !*train) {
-    return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+    return {input.clone(),
+            at::ones_like(input, input.options().dtype(at::kBool))};
   }
   at::Tensor mask = at::empty_like(input).bernoulli_(1 - p).to(at::kBool);
   const double scale = p == 1 ? 0.0 : 1.0 / (1.0 - p);

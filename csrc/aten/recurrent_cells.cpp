@@ -35,9 +35,10 @@ void checkOnDeviceOf(const at::Tensor& reference, const char* op,
                      std::initializer_list<const at::Tensor*> tensors) {
   for (const at::Tensor* t : tensors) {
     if (t->defined() && t->device() != reference.device()) {
-      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at "
-                  "least two devices, ", reference.device(), " and ", t->device(),
-                  "! (in ", op, ")");
+      TORCH_CHECK(false,
+                  "Expected all tensors to be on the same device, but found at "
+                  "least two devices, ",
+                  reference.device(), " and ", t->device(), "! (in ", op, ")");
     }
   }
 }
@@ -57,42 +58,46 @@ at::Tensor withBias(const at::Tensor& gates, const at::Tensor& bias) {
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCell(
-    const at::Tensor& input_gates, const at::Tensor& hidden_gates, const at::Tensor& cx,
-    const std::optional<at::Tensor>& input_bias_arg,
+    const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+    const at::Tensor& cx, const std::optional<at::Tensor>& input_bias_arg,
     const std::optional<at::Tensor>& hidden_bias_arg) {
   const at::Tensor input_bias = presentOrUndefined(input_bias_arg);
   const at::Tensor hidden_bias = presentOrUndefined(hidden_bias_arg);
   checkOnDeviceOf(input_gates, "_thnn_fused_lstm_cell",
                   {&hidden_gates, &cx, &input_bias, &hidden_bias});
-  TORCH_CHECK(input_gates.dim() == 2 && input_gates.sizes() == hidden_gates.sizes() &&
-                  input_gates.size(1) == 4 * cx.size(-1),
-              "_thnn_fused_lstm_cell: expected input_gates and hidden_gates of shape "
-              "[batch, 4 * hidden] matching cx ", cx.sizes(), ", got ", input_gates.sizes(),
-              " and ", hidden_gates.sizes());
+  TORCH_CHECK(
+      input_gates.dim() == 2 && input_gates.sizes() == hidden_gates.sizes() &&
+          input_gates.size(1) == 4 * cx.size(-1),
+      "_thnn_fused_lstm_cell: expected input_gates and hidden_gates of shape "
+      "[batch, 4 * hidden] matching cx ",
+      cx.sizes(), ", got ", input_gates.sizes(), " and ", hidden_gates.sizes());
   const c10::DeviceGuard guard(input_gates.device());
   at::Tensor hy = at::empty_like(cx, at::MemoryFormat::Contiguous);
   at::Tensor cy = at::empty_like(cx, at::MemoryFormat::Contiguous);
-  at::Tensor workspace = at::empty_like(input_gates, at::MemoryFormat::Contiguous);
-  launchKernel("_thnn_fused_lstm_cell",
-               [igates = hostView(input_gates), hgates = hostView(hidden_gates),
-                cx = hostView(cx), ib = hostViewOrUndefined(input_bias),
-                hb = hostViewOrUndefined(hidden_bias), hy = hostView(hy), cy = hostView(cy),
-                workspace = hostView(workspace)]() mutable {
-                 workspace.copy_(withBias(hgates, hb).add_(withBias(igates, ib)));
-                 auto gates = workspace.unsafe_chunk(4, 1);
-                 gates[0].sigmoid_();
-                 gates[1].sigmoid_();
-                 gates[2].tanh_();
-                 gates[3].sigmoid_();
-                 cy.copy_((gates[1] * cx).add_(gates[0] * gates[2]));
-                 at::mul_out(hy, gates[3], cy.tanh());
-               });
+  at::Tensor workspace =
+      at::empty_like(input_gates, at::MemoryFormat::Contiguous);
+  launchKernel(
+      "_thnn_fused_lstm_cell",
+      [igates = hostView(input_gates), hgates = hostView(hidden_gates),
+       cx = hostView(cx), ib = hostViewOrUndefined(input_bias),
+       hb = hostViewOrUndefined(hidden_bias), hy = hostView(hy),
+       cy = hostView(cy), workspace = hostView(workspace)]() mutable {
+        workspace.copy_(withBias(hgates, hb).add_(withBias(igates, ib)));
+        auto gates = workspace.unsafe_chunk(4, 1);
+        gates[0].sigmoid_();
+        gates[1].sigmoid_();
+        gates[2].tanh_();
+        gates[3].sigmoid_();
+        cy.copy_((gates[1] * cx).add_(gates[0] * gates[2]));
+        at::mul_out(hy, gates[3], cy.tanh());
+      });
   return {hy, cy, workspace};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCellBackward(
-    const std::optional<at::Tensor>& grad_hy_arg, const std::optional<at::Tensor>& grad_cy_arg,
-    const at::Tensor& cx, const at::Tensor& cy, const at::Tensor& workspace, bool has_bias) {
+    const std::optional<at::Tensor>& grad_hy_arg,
+    const std::optional<at::Tensor>& grad_cy_arg, const at::Tensor& cx,
+    const at::Tensor& cy, const at::Tensor& workspace, bool has_bias) {
   const at::Tensor grad_hy = presentOrUndefined(grad_hy_arg);
   const at::Tensor grad_cy = presentOrUndefined(grad_cy_arg);
   if (!grad_hy.defined() && !grad_cy.defined()) {
@@ -101,13 +106,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCellBackward(
   checkOnDeviceOf(workspace, "_thnn_fused_lstm_cell_backward_impl",
                   {&grad_hy, &grad_cy, &cx, &cy});
   const c10::DeviceGuard guard(workspace.device());
-  at::Tensor grad_gates = at::empty_like(workspace, at::MemoryFormat::Contiguous);
+  at::Tensor grad_gates =
+      at::empty_like(workspace, at::MemoryFormat::Contiguous);
   at::Tensor grad_cx = at::empty_like(cx, at::MemoryFormat::Contiguous);
   at::Tensor grad_bias =
-      has_bias ? at::empty({workspace.size(1)}, workspace.options()) : at::Tensor();
+      has_bias ? at::empty({workspace.size(1)}, workspace.options())
+               : at::Tensor();
   launchKernel("_thnn_fused_lstm_cell_backward_impl",
-               [grad_hy = hostViewOrUndefined(grad_hy), grad_cy = hostViewOrUndefined(grad_cy),
-                cx = hostView(cx), cy = hostView(cy), workspace = hostView(workspace),
+               [grad_hy = hostViewOrUndefined(grad_hy),
+                grad_cy = hostViewOrUndefined(grad_cy), cx = hostView(cx),
+                cy = hostView(cy), workspace = hostView(workspace),
                 grad_gates = hostView(grad_gates), grad_cx = hostView(grad_cx),
                 grad_bias = hostViewOrUndefined(grad_bias)]() mutable {
                  const auto gates = workspace.unsafe_chunk(4, 1);
@@ -116,7 +124,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCellBackward(
                  const at::Tensor& cell = gates[2];
                  const at::Tensor& out = gates[3];
                  const at::Tensor tanh_cy = cy.tanh();
-                 // Gradient reaching cy: through hy = out * tanh(cy), and directly.
+                 // Gradient reaching cy: through hy = out * tanh(cy), and
+                 // directly.
                  at::Tensor grad_c = at::zeros_like(cy);
                  if (grad_hy.defined()) {
                    grad_c.add_(grad_hy * out * (1 - tanh_cy * tanh_cy));
@@ -141,19 +150,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCellBackward(
   return {grad_gates, grad_cx, grad_bias};
 }
 
-std::tuple<at::Tensor, at::Tensor> gruCell(const at::Tensor& input_gates,
-                                           const at::Tensor& hidden_gates, const at::Tensor& hx,
-                                           const std::optional<at::Tensor>& input_bias_arg,
-                                           const std::optional<at::Tensor>& hidden_bias_arg) {
+std::tuple<at::Tensor, at::Tensor> gruCell(
+    const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+    const at::Tensor& hx, const std::optional<at::Tensor>& input_bias_arg,
+    const std::optional<at::Tensor>& hidden_bias_arg) {
   const at::Tensor input_bias = presentOrUndefined(input_bias_arg);
   const at::Tensor hidden_bias = presentOrUndefined(hidden_bias_arg);
   checkOnDeviceOf(input_gates, "_thnn_fused_gru_cell",
                   {&hidden_gates, &hx, &input_bias, &hidden_bias});
-  TORCH_CHECK(input_gates.dim() == 2 && input_gates.sizes() == hidden_gates.sizes() &&
-                  input_gates.size(1) == 3 * hx.size(-1),
-              "_thnn_fused_gru_cell: expected input_gates and hidden_gates of shape "
-              "[batch, 3 * hidden] matching hx ", hx.sizes(), ", got ", input_gates.sizes(),
-              " and ", hidden_gates.sizes());
+  TORCH_CHECK(
+      input_gates.dim() == 2 && input_gates.sizes() == hidden_gates.sizes() &&
+          input_gates.size(1) == 3 * hx.size(-1),
+      "_thnn_fused_gru_cell: expected input_gates and hidden_gates of shape "
+      "[batch, 3 * hidden] matching hx ",
+      hx.sizes(), ", got ", input_gates.sizes(), " and ", hidden_gates.sizes());
   const c10::DeviceGuard guard(input_gates.device());
   const int64_t hidden = hx.size(-1);
   at::Tensor hy = at::empty_like(hx, at::MemoryFormat::Contiguous);
@@ -176,50 +186,63 @@ std::tuple<at::Tensor, at::Tensor> gruCell(const at::Tensor& input_gates,
   return {hy, workspace};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gruCellBackward(
-    const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+gruCellBackward(const at::Tensor& grad_hy, const at::Tensor& workspace,
+                bool has_bias) {
   checkOnDeviceOf(workspace, "_thnn_fused_gru_cell_backward", {&grad_hy});
   TORCH_CHECK(workspace.dim() == 2 && workspace.size(1) == 5 * grad_hy.size(-1),
-              "_thnn_fused_gru_cell_backward: expected a workspace of shape [batch, 5 * hidden] "
-              "for grad_hy ", grad_hy.sizes(), ", got ", workspace.sizes());
+              "_thnn_fused_gru_cell_backward: expected a workspace of shape "
+              "[batch, 5 * hidden] "
+              "for grad_hy ",
+              grad_hy.sizes(), ", got ", workspace.sizes());
   const c10::DeviceGuard guard(workspace.device());
   const int64_t hidden = grad_hy.size(-1);
   const auto options = workspace.options();
-  at::Tensor grad_input_gates = at::empty({grad_hy.size(0), 3 * hidden}, options);
-  at::Tensor grad_hidden_gates = at::empty({grad_hy.size(0), 3 * hidden}, options);
+  at::Tensor grad_input_gates =
+      at::empty({grad_hy.size(0), 3 * hidden}, options);
+  at::Tensor grad_hidden_gates =
+      at::empty({grad_hy.size(0), 3 * hidden}, options);
   at::Tensor grad_hx = at::empty_like(grad_hy, at::MemoryFormat::Contiguous);
-  at::Tensor grad_input_bias = has_bias ? at::empty({3 * hidden}, options) : at::Tensor();
-  at::Tensor grad_hidden_bias = has_bias ? at::empty({3 * hidden}, options) : at::Tensor();
-  launchKernel("_thnn_fused_gru_cell_backward",
-               [grad_hy = hostView(grad_hy), workspace = hostView(workspace),
-                grad_input_gates = hostView(grad_input_gates),
-                grad_hidden_gates = hostView(grad_hidden_gates), grad_hx = hostView(grad_hx),
-                grad_input_bias = hostViewOrUndefined(grad_input_bias),
-                grad_hidden_bias = hostViewOrUndefined(grad_hidden_bias)]() mutable {
-                 const auto ws = workspace.unsafe_chunk(5, 1);
-                 const at::Tensor& reset = ws[0];
-                 const at::Tensor& update = ws[1];
-                 const at::Tensor& fresh = ws[2];
-                 const at::Tensor& hx = ws[3];
-                 const at::Tensor& hidden_new = ws[4];
-                 auto gi = grad_input_gates.unsafe_chunk(3, 1);
-                 auto gh = grad_hidden_gates.unsafe_chunk(3, 1);
-                 const at::Tensor grad_new = grad_hy * (1 - update) * (1 - fresh * fresh);
-                 const at::Tensor grad_reset = grad_new * hidden_new * (1 - reset) * reset;
-                 const at::Tensor grad_update = grad_hy * (hx - fresh) * (1 - update) * update;
-                 gi[0].copy_(grad_reset);
-                 gi[1].copy_(grad_update);
-                 gi[2].copy_(grad_new);
-                 gh[0].copy_(grad_reset);
-                 gh[1].copy_(grad_update);
-                 at::mul_out(gh[2], grad_new, reset);
-                 at::mul_out(grad_hx, grad_hy, update);
-                 if (grad_input_bias.defined()) {
-                   at::sum_out(grad_input_bias, grad_input_gates, {0});
-                   at::sum_out(grad_hidden_bias, grad_hidden_gates, {0});
-                 }
-               });
-  return {grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias};
+  at::Tensor grad_input_bias =
+      has_bias ? at::empty({3 * hidden}, options) : at::Tensor();
+  at::Tensor grad_hidden_bias =
+      has_bias ? at::empty({3 * hidden}, options) : at::Tensor();
+  launchKernel(
+      "_thnn_fused_gru_cell_backward",
+      [grad_hy = hostView(grad_hy), workspace = hostView(workspace),
+       grad_input_gates = hostView(grad_input_gates),
+       grad_hidden_gates = hostView(grad_hidden_gates),
+       grad_hx = hostView(grad_hx),
+       grad_input_bias = hostViewOrUndefined(grad_input_bias),
+       grad_hidden_bias = hostViewOrUndefined(grad_hidden_bias)]() mutable {
+        const auto ws = workspace.unsafe_chunk(5, 1);
+        const at::Tensor& reset = ws[0];
+        const at::Tensor& update = ws[1];
+        const at::Tensor& fresh = ws[2];
+        const at::Tensor& hx = ws[3];
+        const at::Tensor& hidden_new = ws[4];
+        auto gi = grad_input_gates.unsafe_chunk(3, 1);
+        auto gh = grad_hidden_gates.unsafe_chunk(3, 1);
+        const at::Tensor grad_new =
+            grad_hy * (1 - update) * (1 - fresh * fresh);
+        const at::Tensor grad_reset =
+            grad_new * hidden_new * (1 - reset) * reset;
+        const at::Tensor grad_update =
+            grad_hy * (hx - fresh) * (1 - update) * update;
+        gi[0].copy_(grad_reset);
+        gi[1].copy_(grad_update);
+        gi[2].copy_(grad_new);
+        gh[0].copy_(grad_reset);
+        gh[1].copy_(grad_update);
+        at::mul_out(gh[2], grad_new, reset);
+        at::mul_out(grad_hx, grad_hy, update);
+        if (grad_input_bias.defined()) {
+          at::sum_out(grad_input_bias, grad_input_gates, {0});
+          at::sum_out(grad_hidden_bias, grad_hidden_gates, {0});
+        }
+      });
+  return {grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias,
+          grad_hidden_bias};
 }
 
 }  // namespace

@@ -45,10 +45,10 @@ at::Tensor assemble(const at::Tensor& like, c10::IntArrayRef sizes,
         like.is_coalesced());
   }
   at::Tensor compressed = at::detail::make_tensor<at::SparseCsrTensorImpl>(
-      c10::DispatchKeySet(c10::DispatchKey::SparseCsrCPU), c10::Device(c10::kCPU),
-      like.layout(), like.dtype());
-  at::sparse_csr::get_sparse_csr_impl(compressed)->set_member_tensors(
-      parts[0], parts[1], parts[2], sizes);
+      c10::DispatchKeySet(c10::DispatchKey::SparseCsrCPU),
+      c10::Device(c10::kCPU), like.layout(), like.dtype());
+  at::sparse_csr::get_sparse_csr_impl(compressed)
+      ->set_member_tensors(parts[0], parts[1], parts[2], sizes);
   return compressed;
 }
 
@@ -72,14 +72,16 @@ HostArguments hostArguments(const c10::FunctionSchema& schema,
   for (size_t i = 0; i < device_args.size(); ++i) {
     const c10::IValue& arg = device_args[i];
     if (argumentKind(schema.arguments()[i]) == ArgumentKind::Device) {
-      host.stack.push_back(arg.isNone() ? arg : c10::IValue(c10::Device(c10::kCPU)));
+      host.stack.push_back(arg.isNone() ? arg
+                                        : c10::IValue(c10::Device(c10::kCPU)));
       continue;
     }
     if (schema.arguments()[i].is_out() && arg.isTensor()) {
       const at::Tensor& out = arg.toTensor();
       const at::TensorOptions options = out.options().device(c10::kCPU);
-      at::Tensor fresh = out.layout() == at::kStrided ? at::empty({0}, options)
-                                                      : at::empty(out.sizes(), options);
+      at::Tensor fresh = out.layout() == at::kStrided
+                             ? at::empty({0}, options)
+                             : at::empty(out.sizes(), options);
       host.outs.emplace_back(i, fresh);
       host.stack.push_back(fresh);
       continue;
@@ -99,7 +101,8 @@ HostArguments hostArguments(const c10::FunctionSchema& schema,
   return host;
 }
 
-bool inDeviceMemory(const at::Tensor& t, const std::vector<c10::Storage>& device_memory) {
+bool inDeviceMemory(const at::Tensor& t,
+                    const std::vector<c10::Storage>& device_memory) {
   for (const c10::Storage& storage : device_memory) {
     if (t.storage().is_alias_of(storage)) return true;
   }
@@ -109,7 +112,8 @@ bool inDeviceMemory(const at::Tensor& t, const std::vector<c10::Storage>& device
 // `t` made of host memory only: a result that shares a part with an
 // argument (coalesce of a coalesced tensor is the tensor itself) is copied,
 // inside the kernel, where device memory may be read.
-at::Tensor ownedByHost(const at::Tensor& t, const std::vector<c10::Storage>& device_memory) {
+at::Tensor ownedByHost(const at::Tensor& t,
+                       const std::vector<c10::Storage>& device_memory) {
   if (!t.defined()) {
     return t;
   }
@@ -125,7 +129,8 @@ at::Tensor ownedByHost(const at::Tensor& t, const std::vector<c10::Storage>& dev
 // Makes the device tensor `target` hold what the kernel left in `host`:
 // an out= result (dense or sparse) or an in-place sparse argument, whose
 // parts the CPU kernel may have replaced.
-void adopt(const at::Tensor& target, const at::Tensor& host, c10::Device device) {
+void adopt(const at::Tensor& target, const at::Tensor& host,
+           c10::Device device) {
   if (target.layout() == at::kStrided) {
     target.resize_(host.sizes());
     target.copy_(host);
@@ -146,10 +151,12 @@ void adopt(const at::Tensor& target, const at::Tensor& host, c10::Device device)
 
 }  // namespace
 
-void runSparseOnHostViews(const c10::OperatorHandle& op, Stack* stack, c10::Device device) {
+void runSparseOnHostViews(const c10::OperatorHandle& op, Stack* stack,
+                          c10::Device device) {
   const c10::FunctionSchema& schema = op.schema();
   const size_t n_args = schema.arguments().size();
-  const std::vector<c10::IValue> device_args(stack->end() - n_args, stack->end());
+  const std::vector<c10::IValue> device_args(stack->end() - n_args,
+                                             stack->end());
   const c10::DeviceGuard guard(device);
 
   struct Outcome {
@@ -164,8 +171,9 @@ void runSparseOnHostViews(const c10::OperatorHandle& op, Stack* stack, c10::Devi
   for (size_t i = 0; i < n_args; ++i) {
     const c10::AliasInfo* alias = schema.arguments()[i].alias_info();
     const c10::IValue& arg = device_args[i];
-    if (alias != nullptr && alias->isWrite() && !schema.arguments()[i].is_out() &&
-        arg.isTensor() && arg.toTensor().layout() != at::kStrided) {
+    if (alias != nullptr && alias->isWrite() &&
+        !schema.arguments()[i].is_out() && arg.isTensor() &&
+        arg.toTensor().layout() != at::kStrided) {
       written_sparse.push_back(i);
     }
   }
@@ -174,24 +182,28 @@ void runSparseOnHostViews(const c10::OperatorHandle& op, Stack* stack, c10::Devi
   for (size_t r = 0; r < schema.returns().size(); ++r) {
     returns_argument.push_back(aliasedArgument(schema, r).has_value());
   }
-  launchKernel(op.operator_name().name.c_str(), [op, outcome, written_sparse, returns_argument] {
-    try {
-      Stack call = outcome->args.stack;
-      op.callBoxed(&call);
-      const auto& memory = outcome->args.device_memory;
-      for (size_t r = 0; r < call.size(); ++r) {
-        if (r < returns_argument.size() && returns_argument[r]) continue;
-        call[r] = mapTensors(call[r], [&](const at::Tensor& t) { return ownedByHost(t, memory); });
-      }
-      for (size_t i : written_sparse) {
-        at::Tensor& arg = outcome->args.stack[i].toTensor();
-        arg = ownedByHost(arg, memory);
-      }
-      outcome->results = std::move(call);
-    } catch (...) {
-      outcome->error = std::current_exception();
-    }
-  });
+  launchKernel(op.operator_name().name.c_str(),
+               [op, outcome, written_sparse, returns_argument] {
+                 try {
+                   Stack call = outcome->args.stack;
+                   op.callBoxed(&call);
+                   const auto& memory = outcome->args.device_memory;
+                   for (size_t r = 0; r < call.size(); ++r) {
+                     if (r < returns_argument.size() && returns_argument[r])
+                       continue;
+                     call[r] = mapTensors(call[r], [&](const at::Tensor& t) {
+                       return ownedByHost(t, memory);
+                     });
+                   }
+                   for (size_t i : written_sparse) {
+                     at::Tensor& arg = outcome->args.stack[i].toTensor();
+                     arg = ownedByHost(arg, memory);
+                   }
+                   outcome->results = std::move(call);
+                 } catch (...) {
+                   outcome->error = std::current_exception();
+                 }
+               });
   getCurrentStream().synchronize();
   if (outcome->error) {
     std::rethrow_exception(outcome->error);

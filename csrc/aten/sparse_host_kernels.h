@@ -18,7 +18,7 @@
 namespace mydev {
 
 // Runs `op` on `device` as described above, leaving its returns on `stack`.
-void runSparseOnHostViews(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                          c10::Device device);
+void runSparseOnHostViews(const c10::OperatorHandle& op,
+                          torch::jit::Stack* stack, c10::Device device);
 
 }  // namespace mydev

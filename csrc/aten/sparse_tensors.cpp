@@ -37,30 +37,49 @@ using torch::jit::Stack;
 const std::unordered_set<std::string>& hostViewOps() {
   static const std::unordered_set<std::string> ops = {
       // CPU-specific kernels (native_functions.yaml)
-      "aten::add.out", "aten::addmv.out", "aten::bmm", "aten::bmm.out",
-      "aten::_sparse_sparse_matmul", "aten::mul.out", "aten::sspaddmm.out",
-      "aten::_sparse_sum_backward", "aten::_sparse_csr_sum.dim_dtype",
-      "aten::_sparse_csr_prod.dim_dtype", "aten::_sparse_softmax",
-      "aten::_sparse_softmax_backward_data", "aten::_sparse_log_softmax",
-      "aten::_sparse_log_softmax_backward_data", "aten::sparse_sampled_addmm.out",
-      "aten::sparse_sampled_addmm", "aten::_sparse_mm_reduce_impl",
-      "aten::_sparse_mm_reduce_impl_backward", "aten::addmm.out", "aten::addmm",
-      "aten::addmm_", "aten::_coalesce", "aten::hspmm.out", "aten::hspmm",
-      "aten::index_select", "aten::triangular_solve.X",
+      "aten::add.out",
+      "aten::addmv.out",
+      "aten::bmm",
+      "aten::bmm.out",
+      "aten::_sparse_sparse_matmul",
+      "aten::mul.out",
+      "aten::sspaddmm.out",
+      "aten::_sparse_sum_backward",
+      "aten::_sparse_csr_sum.dim_dtype",
+      "aten::_sparse_csr_prod.dim_dtype",
+      "aten::_sparse_softmax",
+      "aten::_sparse_softmax_backward_data",
+      "aten::_sparse_log_softmax",
+      "aten::_sparse_log_softmax_backward_data",
+      "aten::sparse_sampled_addmm.out",
+      "aten::sparse_sampled_addmm",
+      "aten::_sparse_mm_reduce_impl",
+      "aten::_sparse_mm_reduce_impl_backward",
+      "aten::addmm.out",
+      "aten::addmm",
+      "aten::addmm_",
+      "aten::_coalesce",
+      "aten::hspmm.out",
+      "aten::hspmm",
+      "aten::index_select",
+      "aten::triangular_solve.X",
       // device-generic kernels over CPU/CUDA-only DispatchStubs
-      "aten::sparse_mask", "aten::_sparse_mask_projection",
+      "aten::sparse_mask",
+      "aten::_sparse_mask_projection",
   };
   return ops;
 }
 
 std::string qualifiedName(const c10::OperatorName& name) {
-  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+  return name.overload_name.empty() ? name.name
+                                    : name.name + "." + name.overload_name;
 }
 
 // Copies move sparse tensors between devices; every other op needs its
 // tensors on one mydev device (0-dim CPU tensors mix freely, as on cuda).
 bool crossesDevices(const c10::OperatorName& name) {
-  return name.name == "aten::copy_" || name.name == "aten::copy_sparse_to_sparse_";
+  return name.name == "aten::copy_" ||
+         name.name == "aten::copy_sparse_to_sparse_";
 }
 
 std::optional<c10::Device> deviceOfCall(const c10::OperatorHandle& op,
@@ -80,25 +99,30 @@ std::optional<c10::Device> deviceOfCall(const c10::OperatorHandle& op,
       }
     });
   }
-  if (device.has_value() && other.has_value() && !crossesDevices(op.operator_name())) {
+  if (device.has_value() && other.has_value() &&
+      !crossesDevices(op.operator_name())) {
     throwDeviceMismatch(*device, *other);
   }
   return device;
 }
 
-void runSparse(const c10::OperatorHandle& op, c10::DispatchKeySet keys, Stack* stack) {
+void runSparse(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+               Stack* stack) {
   const size_t n_args = op.schema().arguments().size();
-  const std::optional<c10::Device> device = deviceOfCall(
-      op, c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - n_args, n_args));
+  const std::optional<c10::Device> device =
+      deviceOfCall(op, c10::ArrayRef<c10::IValue>(
+                           stack->data() + stack->size() - n_args, n_args));
   const bool compressed =
       keys.highestPriorityTypeId() == c10::DispatchKey::SparseCsrPrivateUse1;
   const c10::DispatchKey cpu_key =
       compressed ? c10::DispatchKey::SparseCsrCPU : c10::DispatchKey::SparseCPU;
-  TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(cpu_key), "mydev has no kernel for ",
-                              op.operator_name(), " on ",
+  TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(cpu_key),
+                              "mydev has no kernel for ", op.operator_name(),
+                              " on ",
                               compressed ? "sparse compressed" : "sparse COO",
                               " tensors: the CPU has none either.");
-  if (device.has_value() && hostViewOps().count(qualifiedName(op.operator_name())) != 0) {
+  if (device.has_value() &&
+      hostViewOps().count(qualifiedName(op.operator_name())) != 0) {
     runSparseOnHostViews(op, stack, *device);
     return;
   }
@@ -111,7 +135,8 @@ void runSparse(const c10::OperatorHandle& op, c10::DispatchKeySet keys, Stack* s
 // and the CompositeExplicitAutogradNonFunctional ones of structured ops) to
 // a backend fallback, and those are made for dense tensors ("is_coalesced
 // expected sparse coordinate tensor layout"). The fallback catches the rest.
-void registerForOpsWithKernelsFor(torch::Library& library, c10::DispatchKey cpu_key) {
+void registerForOpsWithKernelsFor(torch::Library& library,
+                                  c10::DispatchKey cpu_key) {
   for (const c10::OperatorName& name :
        c10::Dispatcher::singleton().getRegistrationsForDispatchKey(cpu_key)) {
     if (name.name.rfind("aten::", 0) != 0) {

@@ -98,7 +98,8 @@ bool BlockComparator::operator()(const Block* a, const Block* b) const {
   if (a->size != b->size) {
     return a->size < b->size;
   }
-  return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
+  return reinterpret_cast<uintptr_t>(a->ptr) <
+         reinterpret_cast<uintptr_t>(b->ptr);
 }
 
 StatTypes statTypesFor(const BlockPool* pool, const BlockPool* small_pool) {
@@ -291,10 +292,10 @@ class DeviceCache {
 
  private:
   std::array<c10::CachingAllocator::StatArray*, 9> statArrays() {
-    return {&stats_.allocation,           &stats_.segment,
-            &stats_.active,               &stats_.inactive_split,
-            &stats_.allocated_bytes,      &stats_.reserved_bytes,
-            &stats_.active_bytes,         &stats_.inactive_split_bytes,
+    return {&stats_.allocation,      &stats_.segment,
+            &stats_.active,          &stats_.inactive_split,
+            &stats_.allocated_bytes, &stats_.reserved_bytes,
+            &stats_.active_bytes,    &stats_.inactive_split_bytes,
             &stats_.requested_bytes};
   }
 
@@ -465,8 +466,10 @@ class DeviceCache {
       stats_.num_ooms += 1;
       snapshot = stats_;
     }
-    const auto allocated = static_cast<size_t>(snapshot.allocated_bytes[0].current);
-    const auto reserved = static_cast<size_t>(snapshot.reserved_bytes[0].current);
+    const auto allocated =
+        static_cast<size_t>(snapshot.allocated_bytes[0].current);
+    const auto reserved =
+        static_cast<size_t>(snapshot.reserved_bytes[0].current);
     memory_history::record(TraceEntry::OOM, device_, free_bytes, requested,
                            getCurrentStream(device_).raw());
     c10::reportOutOfMemoryToProfiler(
@@ -516,7 +519,8 @@ class CachingAllocatorImpl final : public c10::DeviceAllocator {
   // so raw_allocate/raw_delete can't be offered.
 
   // Storage-level copies (e.g. Storage.clone) between device buffers.
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
+  void copy_data(void* dest, const void* src,
+                 std::size_t count) const override {
     MYDEV_CHECK(mydevMemcpyAsync(dest, src, count, mydevMemcpyDeviceToDevice,
                                  getCurrentStream().raw()));
   }
@@ -532,7 +536,8 @@ class CachingAllocatorImpl final : public c10::DeviceAllocator {
   }
 
   void recordStream(const c10::DataPtr& data_ptr, c10::Stream stream) override {
-    if (data_ptr.get_deleter() != &freeBlock || data_ptr.get_context() == nullptr) {
+    if (data_ptr.get_deleter() != &freeBlock ||
+        data_ptr.get_context() == nullptr) {
       return;  // not ours (e.g. memory borrowed through from_blob)
     }
     auto* block = static_cast<Block*>(data_ptr.get_context());

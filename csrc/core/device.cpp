@@ -19,8 +19,10 @@ c10::DeviceIndex deviceCount() noexcept {
   // said once, as cuda warns when its driver is unusable; code choosing
   // "mydev if available else cpu" must not fall back to the CPU silently.
   if (mydevGetDeviceCount(&count) != mydevSuccess) {
-    TORCH_WARN_ONCE(kDeviceName, " initialization: ", mydevGetLastErrorMessage(), ". ", kDeviceName,
-                    " is unavailable (torch.", kDeviceName, ".is_available() is False).");
+    TORCH_WARN_ONCE(kDeviceName,
+                    " initialization: ", mydevGetLastErrorMessage(), ". ",
+                    kDeviceName, " is unavailable (torch.", kDeviceName,
+                    ".is_available() is False).");
     return 0;
   }
   return static_cast<c10::DeviceIndex>(count);
@@ -29,8 +31,9 @@ c10::DeviceIndex deviceCount() noexcept {
 void checkDeviceIndex(c10::DeviceIndex device) {
   int count = 0;
   MYDEV_CHECK(mydevGetDeviceCount(&count));
-  TORCH_CHECK(device >= 0 && device < count, "Invalid device index ", kDeviceName, ":",
-              static_cast<int>(device), ": there are ", count, " ", kDeviceName,
+  TORCH_CHECK(device >= 0 && device < count, "Invalid device index ",
+              kDeviceName, ":", static_cast<int>(device), ": there are ", count,
+              " ", kDeviceName,
               " devices (set MYDEV_DEVICE_COUNT to change that)");
 }
 

@@ -22,8 +22,8 @@ void MydevGeneratorImpl::set_current_seed(uint64_t seed) {
 }
 
 void MydevGeneratorImpl::set_offset(uint64_t offset) {
-  TORCH_CHECK(offset % 4 == 0, "mydev generator offset must be a multiple of 4, got ",
-              offset);
+  TORCH_CHECK(offset % 4 == 0,
+              "mydev generator offset must be a multiple of 4, got ", offset);
   offset_ = offset;
 }
 

@@ -30,9 +30,10 @@
 // multiple of 4) is the tail of the one drawn at offset o.
 //
 // The other random ops (randperm, multinomial, cauchy_, log_normal_,
-// geometric_, poisson, _standard_gamma, rrelu, ...) run ATen's CPU kernels with a CPU generator seeded from (seed, offset)
-// (csrc/aten/device_randomness.h): deterministic and coordinated through
-// the offset, but not counter-based per element.
+// geometric_, poisson, _standard_gamma, rrelu, ...) run ATen's CPU kernels with
+// a CPU generator seeded from (seed, offset) (csrc/aten/device_randomness.h):
+// deterministic and coordinated through the offset, but not counter-based per
+// element.
 #pragma once
 
 #include <ATen/core/Generator.h>

@@ -27,7 +27,9 @@ struct MydevGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return previous;
   }
 
-  c10::Device getDevice() const override { return mydevDevice(currentDevice()); }
+  c10::Device getDevice() const override {
+    return mydevDevice(currentDevice());
+  }
 
   void setDevice(c10::Device device) const override {
     TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1,
@@ -68,7 +70,8 @@ struct MydevGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return MydevStream(stream).raw();
   }
 
-  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+  void destroyEvent(void* event,
+                    const c10::DeviceIndex) const noexcept override {
     if (event != nullptr) {
       (void)mydevEventDestroy(asEvent(event));
     }
@@ -96,7 +99,8 @@ struct MydevGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (event == nullptr) {
       return;  // never recorded: nothing to wait for, as on CUDA
     }
-    MYDEV_CHECK(mydevStreamWaitEvent(MydevStream(stream).raw(), asEvent(event)));
+    MYDEV_CHECK(
+        mydevStreamWaitEvent(MydevStream(stream).raw(), asEvent(event)));
   }
 
   bool queryEvent(void* event) const override {
@@ -148,8 +152,9 @@ struct MydevGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   double elapsedTime(void* start, void* end,
                      const c10::DeviceIndex) const override {
-    TORCH_CHECK(start != nullptr && end != nullptr,
-                "Both events must be recorded before calculating elapsed time.");
+    TORCH_CHECK(
+        start != nullptr && end != nullptr,
+        "Both events must be recorded before calculating elapsed time.");
     float ms = 0.0f;
     MYDEV_CHECK(mydevEventElapsedTime(&ms, asEvent(start), asEvent(end)));
     return ms;

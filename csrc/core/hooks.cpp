@@ -53,7 +53,8 @@ struct MydevHooks final : public at::PrivateUse1HooksInterface {
     return mydevIsInitialized() != 0 && device >= 0 && device < deviceCount();
   }
 
-  const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override {
+  const at::Generator& getDefaultGenerator(
+      c10::DeviceIndex device) const override {
     return defaultGenerator(device);
   }
 

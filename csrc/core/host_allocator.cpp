@@ -42,13 +42,14 @@ struct PinnedCacheImpl final
   bool stream_is_capturing(c10::Stream) const override { return false; }
 
  public:
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
+  void copy_data(void* dest, const void* src,
+                 std::size_t count) const override {
     std::memcpy(dest, src, count);
   }
 };
 
-DECLARE_HOST_ALLOCATOR(MydevHostAllocator, PinnedCacheImpl,
-                       freePinnedBlock, pinned_allocator)
+DECLARE_HOST_ALLOCATOR(MydevHostAllocator, PinnedCacheImpl, freePinnedBlock,
+                       pinned_allocator)
 
 REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &pinned_allocator)
 

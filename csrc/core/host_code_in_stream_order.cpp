@@ -57,7 +57,8 @@ void runHostCodeInStreamOrder(mydevStream_t stream, const char* name,
     return;
   }
   auto handshake = std::make_shared<Handshake>();
-  auto kernel_reference = std::make_unique<std::shared_ptr<Handshake>>(handshake);
+  auto kernel_reference =
+      std::make_unique<std::shared_ptr<Handshake>>(handshake);
   MYDEV_CHECK(mydevLaunchKernel(stream, name, &parkUntilHostDone,
                                 kernel_reference.get()));
   kernel_reference.release();  // the placeholder owns it now

@@ -66,7 +66,8 @@ struct ReadyMarker {
 // Stream markers of different streams may complete out of order: `ready`
 // only grows.
 void markShareReady(void* user_data) {
-  const std::unique_ptr<ReadyMarker> marker(static_cast<ReadyMarker*>(user_data));
+  const std::unique_ptr<ReadyMarker> marker(
+      static_cast<ReadyMarker*>(user_data));
   int64_t seen = load(&marker->counters->ready);
   while (seen < marker->sequence &&
          !__atomic_compare_exchange_n(&marker->counters->ready, &seen,
@@ -96,12 +97,13 @@ bool processExited(int64_t pid) {
   return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
-void waitUntilReady(Counters* counters, int64_t sequence, int64_t producer_pid) {
+void waitUntilReady(Counters* counters, int64_t sequence,
+                    int64_t producer_pid) {
   using std::chrono::microseconds;
   for (int round = 0; load(&counters->ready) < sequence; ++round) {
     if (round % 2000 == 1999 && processExited(producer_pid)) {
-      TORCH_CHECK(load(&counters->ready) >= sequence,
-                  "mydev: the process ", producer_pid,
+      TORCH_CHECK(load(&counters->ready) >= sequence, "mydev: the process ",
+                  producer_pid,
                   " that shared this tensor exited before its device work on "
                   "the tensor completed");
     }
@@ -155,19 +157,23 @@ void releaseReceivedStorage(void* context) {
 
 }  // namespace
 
-SharedStorage shareStorage(const at::Tensor& tensor, uintptr_t unused_counters) {
-  TORCH_CHECK(tensor.device().is_privateuseone(), "shareStorage: not a mydev tensor");
+SharedStorage shareStorage(const at::Tensor& tensor,
+                           uintptr_t unused_counters) {
+  TORCH_CHECK(tensor.device().is_privateuseone(),
+              "shareStorage: not a mydev tensor");
   c10::StorageImpl* impl = tensor.storage().unsafeGetStorageImpl();
   TORCH_CHECK(impl->data() != nullptr, "shareStorage: the storage has no data");
   // Its allocation belongs to another process: that one's handle is all a
   // third process could open, and the lifetime count is that process's.
-  TORCH_CHECK(impl->data_ptr().get_deleter() != &releaseReceivedStorage,
-              "mydev: a tensor received from another process cannot be sent on to "
-              "a third one; send a clone() of it");
+  TORCH_CHECK(
+      impl->data_ptr().get_deleter() != &releaseReceivedStorage,
+      "mydev: a tensor received from another process cannot be sent on to "
+      "a third one; send a clone() of it");
   collectReleasedStorages();
 
   SharedStorage shared{};
-  SentStorage* sent = sentStorageOf(impl, unused_counters, &shared.took_counters);
+  SentStorage* sent =
+      sentStorageOf(impl, unused_counters, &shared.took_counters);
   void* data = impl->mutable_data();
   mydevPointerAttributes attributes{};
   MYDEV_CHECK(mydevPointerGetAttributes(&attributes, data));
@@ -183,10 +189,11 @@ SharedStorage shareStorage(const at::Tensor& tensor, uintptr_t unused_counters) 
   shared.sequence = sent->shares.fetch_add(1) + 1;
   __atomic_fetch_add(&sent->counters->references, 1, __ATOMIC_ACQ_REL);
 
-  auto marker = std::make_unique<ReadyMarker>(ReadyMarker{sent->counters, shared.sequence});
+  auto marker = std::make_unique<ReadyMarker>(
+      ReadyMarker{sent->counters, shared.sequence});
   const MydevStream stream = getCurrentStream(impl->device().index());
-  const mydevError_t status =
-      mydevLaunchKernel(stream.raw(), "mydev_ipc_share_ready", &markShareReady, marker.get());
+  const mydevError_t status = mydevLaunchKernel(
+      stream.raw(), "mydev_ipc_share_ready", &markShareReady, marker.get());
   if (status != mydevSuccess) {
     __atomic_fetch_sub(&sent->counters->references, 1, __ATOMIC_ACQ_REL);
     MYDEV_CHECK(status);
@@ -195,7 +202,8 @@ SharedStorage shareStorage(const at::Tensor& tensor, uintptr_t unused_counters) 
   return shared;
 }
 
-at::Tensor openSharedStorage(const SharedStorage& shared, int64_t producer_pid) {
+at::Tensor openSharedStorage(const SharedStorage& shared,
+                             int64_t producer_pid) {
   TORCH_CHECK(shared.allocation_handle.size() == MYDEV_IPC_HANDLE_SIZE,
               "openSharedStorage: not a mydev IPC handle");
   TORCH_CHECK(shared.device >= 0 && shared.device < kMaxDevices,
@@ -205,7 +213,8 @@ at::Tensor openSharedStorage(const SharedStorage& shared, int64_t producer_pid) 
   waitUntilReady(counters, shared.sequence, producer_pid);
 
   mydevIpcMemHandle_t handle{};
-  std::memcpy(handle.reserved, shared.allocation_handle.data(), MYDEV_IPC_HANDLE_SIZE);
+  std::memcpy(handle.reserved, shared.allocation_handle.data(),
+              MYDEV_IPC_HANDLE_SIZE);
   void* allocation = nullptr;
   MYDEV_CHECK(mydevIpcOpenMemHandle(&allocation, handle));
   const c10::Device device(c10::DeviceType::PrivateUse1,
@@ -215,17 +224,20 @@ at::Tensor openSharedStorage(const SharedStorage& shared, int64_t producer_pid) 
     const std::lock_guard<std::mutex> lock(received_mutex);
     received.insert(context);
   }
-  c10::DataPtr data(static_cast<char*>(allocation) + shared.offset_bytes, context,
-                    &releaseReceivedStorage, device);
+  c10::DataPtr data(static_cast<char*>(allocation) + shared.offset_bytes,
+                    context, &releaseReceivedStorage, device);
   // Not resizable: a resize would reallocate, silently ending the sharing.
   c10::Storage storage(c10::Storage::use_byte_size_t(), shared.size_bytes,
-                       std::move(data), /*allocator=*/nullptr, /*resizable=*/false);
-  at::Tensor bytes = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(device));
+                       std::move(data), /*allocator=*/nullptr,
+                       /*resizable=*/false);
+  at::Tensor bytes =
+      at::empty({0}, at::TensorOptions().dtype(at::kByte).device(device));
   bytes.set_(storage, 0, {static_cast<int64_t>(shared.size_bytes)}, {1});
   return bytes;
 }
 
-void releaseDuplicateShare(uintptr_t counters, int64_t sequence, int64_t producer_pid) {
+void releaseDuplicateShare(uintptr_t counters, int64_t sequence,
+                           int64_t producer_pid) {
   Counters* pair = countersAt(counters);
   waitUntilReady(pair, sequence, producer_pid);
   __atomic_fetch_sub(&pair->references, 1, __ATOMIC_ACQ_REL);
@@ -240,7 +252,8 @@ void releaseReceivedAtExit() {
     // exits itself, which is safe.
     bool idle = false;
     try {
-      idle = mydevStreamQuery(getCurrentStream(storage->device).raw()) == mydevSuccess;
+      idle = mydevStreamQuery(getCurrentStream(storage->device).raw()) ==
+             mydevSuccess;
     } catch (const std::exception&) {
     }
     if (idle && !storage->released) {
@@ -257,7 +270,8 @@ size_t collectReleasedStorages() {
     const std::lock_guard<std::mutex> lock(limbo_mutex);
     std::vector<std::unique_ptr<SentStorage>> kept;
     for (auto& sent : limbo) {
-      auto& destination = load(&sent->counters->references) == 0 ? released : kept;
+      auto& destination =
+          load(&sent->counters->references) == 0 ? released : kept;
       destination.push_back(std::move(sent));
     }
     limbo.swap(kept);

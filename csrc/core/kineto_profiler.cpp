@@ -42,7 +42,7 @@ using libkineto::ActivityType;
 const std::set<ActivityType>& deviceActivityTypes() {
   static const std::set<ActivityType> types{
       ActivityType::CONCURRENT_KERNEL, ActivityType::GPU_MEMCPY,
-      ActivityType::GPU_MEMSET,        ActivityType::GPU_USER_ANNOTATION,
+      ActivityType::GPU_MEMSET, ActivityType::GPU_USER_ANNOTATION,
       ActivityType::PRIVATEUSE1_RUNTIME};
   return types;
 }
@@ -58,16 +58,13 @@ ActivityType typeOf(const mydevActivityRecord& record) {
 // The names CUPTI's records get in cuda traces.
 std::string deviceActivityName(const mydevActivityRecord& record) {
   switch (record.kind) {
-    case mydevActivityKindKernel:
-      return record.name;
-    case mydevActivityKindMemset:
-      return "Memset (Device)";
+    case mydevActivityKindKernel: return record.name;
+    case mydevActivityKindMemset: return "Memset (Device)";
     case mydevActivityKindMemcpy:
       switch (record.copyKind) {
         case mydevMemcpyHostToDevice: return "Memcpy HtoD (Host -> Device)";
         case mydevMemcpyDeviceToHost: return "Memcpy DtoH (Device -> Host)";
-        case mydevMemcpyDeviceToDevice:
-          return "Memcpy DtoD (Device -> Device)";
+        case mydevMemcpyDeviceToDevice: return "Memcpy DtoD (Device -> Device)";
         default: return "Memcpy HtoH (Host -> Host)";
       }
   }
@@ -139,7 +136,8 @@ class MydevProfilerSession final : public libkineto::IActivityProfilerSession {
   std::vector<std::string> errors() override { return {}; }
 
   void processTrace(libkineto::ActivityLogger& logger) override {
-    processTrace(logger, [](int32_t) { return nullptr; }, 0, 0);
+    processTrace(
+        logger, [](int32_t) { return nullptr; }, 0, 0);
   }
 
   void processTrace(libkineto::ActivityLogger& logger,
@@ -153,16 +151,16 @@ class MydevProfilerSession final : public libkineto::IActivityProfilerSession {
               ? linked_activity(static_cast<int32_t>(record.externalId))
               : nullptr;
       // Flow arrows only where both of their ends are in the trace.
-      const bool flow = wants(typeOf(record)) &&
-                        wants(ActivityType::PRIVATEUSE1_RUNTIME);
+      const bool flow =
+          wants(typeOf(record)) && wants(ActivityType::PRIVATEUSE1_RUNTIME);
       if (wants(typeOf(record))) {
         logger.handleActivity(deviceActivity(record, stream, op, flow));
         streams_.insert({record.device, stream});
         if (record.userExternalId != 0 &&
             wants(ActivityType::GPU_USER_ANNOTATION)) {
-          extendUserRange(record, stream,
-                          linked_activity(
-                              static_cast<int32_t>(record.userExternalId)));
+          extendUserRange(
+              record, stream,
+              linked_activity(static_cast<int32_t>(record.userExternalId)));
         }
       }
       if (wants(ActivityType::PRIVATEUSE1_RUNTIME)) {
@@ -292,8 +290,8 @@ class MydevProfilerSession final : public libkineto::IActivityProfilerSession {
   void extendUserRange(const mydevActivityRecord& record, int64_t stream,
                        const libkineto::ITraceActivity* range) {
     if (range == nullptr) return;
-    const auto key = std::make_tuple(record.device, stream,
-                                     record.userExternalId);
+    const auto key =
+        std::make_tuple(record.device, stream, record.userExternalId);
     auto& slot = user_ranges_[key];
     if (slot == nullptr) {
       slot = &newActivity(ActivityType::GPU_USER_ANNOTATION, range->name());
@@ -313,8 +311,7 @@ class MydevProfilerSession final : public libkineto::IActivityProfilerSession {
   int64_t clock_offset_ = 0;
   std::vector<mydevActivityRecord> records_;
   std::set<std::pair<int, int64_t>> streams_;
-  std::map<std::tuple<int, int64_t, uint64_t>,
-           libkineto::GenericTraceActivity*>
+  std::map<std::tuple<int, int64_t, uint64_t>, libkineto::GenericTraceActivity*>
       user_ranges_;
 };
 

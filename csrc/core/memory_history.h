@@ -21,11 +21,11 @@ using c10::CachingDeviceAllocator::RecordContext;
 using c10::CachingDeviceAllocator::TraceEntry;
 
 struct Settings {
-  bool enabled = false;        // "state" or "all"
-  bool keep_trace = false;     // "all": keep the history of actions too
+  bool enabled = false;     // "state" or "all"
+  bool keep_trace = false;  // "all": keep the history of actions too
   RecordContext context = RecordContext::NEVER;
-  bool cpp_stacks = false;     // stacks="all": C++ frames as well as Python
-  size_t max_entries = 0;      // per device; older entries are overwritten
+  bool cpp_stacks = false;  // stacks="all": C++ frames as well as Python
+  size_t max_entries = 0;   // per device; older entries are overwritten
   bool clear_history = false;
   std::set<TraceEntry::Action> skip_actions;
 };

@@ -31,6 +31,8 @@ bool MydevEvent::query() const {
   return true;
 }
 
-void MydevEvent::synchronize() const { MYDEV_CHECK(mydevEventSynchronize(event_)); }
+void MydevEvent::synchronize() const {
+  MYDEV_CHECK(mydevEventSynchronize(event_));
+}
 
 }  // namespace mydev

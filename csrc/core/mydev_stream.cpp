@@ -57,9 +57,9 @@ c10::DeviceIndex resolveDevice(c10::DeviceIndex device) {
 MydevStream::MydevStream(c10::Stream stream) : stream_(stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
               "expected a mydev stream, got a stream on ", stream.device());
-  TORCH_CHECK(stream.id() >= 0 &&
-                  stream.id() <= kPriorityLevels * kStreamsPerPriority,
-              "invalid mydev stream id ", stream.id());
+  TORCH_CHECK(
+      stream.id() >= 0 && stream.id() <= kPriorityLevels * kStreamsPerPriority,
+      "invalid mydev stream id ", stream.id());
 }
 
 int MydevStream::priority() const {
@@ -97,7 +97,9 @@ bool MydevStream::query() const {
   return true;
 }
 
-void MydevStream::synchronize() const { MYDEV_CHECK(mydevStreamSynchronize(raw())); }
+void MydevStream::synchronize() const {
+  MYDEV_CHECK(mydevStreamSynchronize(raw()));
+}
 
 MydevStream getCurrentStream(c10::DeviceIndex device) {
   device = resolveDevice(device);

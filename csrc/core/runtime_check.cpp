@@ -13,8 +13,8 @@ void throwRuntimeError(mydevError_t error, const char* expr, const char* file,
     detail = mydevGetErrorString(error);
   }
   // The call site is for vendor debugging; users read the driver's message.
-  const std::string where =
-      std::string(" (") + expr + " at " + file + ":" + std::to_string(line) + ")";
+  const std::string where = std::string(" (") + expr + " at " + file + ":" +
+                            std::to_string(line) + ")";
   if (error == mydevErrorMemoryAllocation) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, detail);
   }
@@ -27,9 +27,11 @@ void throwRuntimeError(mydevError_t error, const char* expr, const char* file,
         kernel_error.add_context(
             mydevLaunchBlocking()
                 ? "raised by a mydev kernel, reported at its launch "
-                  "(MYDEV_LAUNCH_BLOCKING=1): " + detail
+                  "(MYDEV_LAUNCH_BLOCKING=1): " +
+                      detail
                 : "raised asynchronously by a mydev kernel and reported at "
-                  "this synchronizing call: " + detail);
+                  "this synchronizing call: " +
+                      detail);
         throw;
       }
     }

@@ -14,11 +14,10 @@ namespace mydev {
 
 }  // namespace mydev
 
-#define MYDEV_CHECK(expr)                                              \
-  do {                                                                 \
-    const mydevError_t mydev_check_err_ = (expr);                      \
-    if (C10_UNLIKELY(mydev_check_err_ != mydevSuccess)) {              \
-      ::mydev::throwRuntimeError(mydev_check_err_, #expr, __FILE__,    \
-                                 __LINE__);                            \
-    }                                                                  \
+#define MYDEV_CHECK(expr)                                                      \
+  do {                                                                         \
+    const mydevError_t mydev_check_err_ = (expr);                              \
+    if (C10_UNLIKELY(mydev_check_err_ != mydevSuccess)) {                      \
+      ::mydev::throwRuntimeError(mydev_check_err_, #expr, __FILE__, __LINE__); \
+    }                                                                          \
   } while (0)

@@ -19,7 +19,8 @@ at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
 // (grad_x, grad_weight).
 std::tuple<at::Tensor, at::Tensor> rmsNormBackward(const at::Tensor& grad_out,
                                                    const at::Tensor& x,
-                                                   const at::Tensor& weight, double eps);
+                                                   const at::Tensor& weight,
+                                                   double eps);
 
 // silu(gate) * up, gate and up of one shape and dtype.
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
@@ -32,9 +33,12 @@ std::tuple<at::Tensor, at::Tensor> swigluBackward(const at::Tensor& grad_out,
 // broadcasts to x's, with head_dim last (e.g. [seq, head_dim] or
 // [batch, 1, seq, head_dim]); dtype x's or float32.
 // x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x2, x1).
-at::Tensor rotaryEmbedding(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
-// grad_x of rotaryEmbedding (the op is linear in x; cos/sin get no gradient here).
-at::Tensor rotaryEmbeddingBackward(const at::Tensor& grad_out, const at::Tensor& cos,
+at::Tensor rotaryEmbedding(const at::Tensor& x, const at::Tensor& cos,
+                           const at::Tensor& sin);
+// grad_x of rotaryEmbedding (the op is linear in x; cos/sin get no gradient
+// here).
+at::Tensor rotaryEmbeddingBackward(const at::Tensor& grad_out,
+                                   const at::Tensor& cos,
                                    const at::Tensor& sin);
 
 // The vector ISA the kernels were picked for: "DEFAULT", "AVX2" or "AVX512".

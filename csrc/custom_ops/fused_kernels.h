@@ -67,7 +67,9 @@ inline void loadFloat(const S* p, Vec (&out)[N], int64_t count) {
   if constexpr (std::is_same_v<S, float>) {
     for (int k = 0; k < N; ++k) {
       const int64_t left = count - k * kVecSize;
-      out[k] = left <= 0 ? Vec(0.0f) : Vec::loadu(p + k * kVecSize, std::min(left, kVecSize));
+      out[k] = left <= 0
+                   ? Vec(0.0f)
+                   : Vec::loadu(p + k * kVecSize, std::min(left, kVecSize));
     }
   } else if constexpr (N % 2 == 0) {
     constexpr int64_t kPerLoad = at::vec::Vectorized<S>::size();
@@ -77,8 +79,9 @@ inline void loadFloat(const S* p, Vec (&out)[N], int64_t count) {
         out[k] = out[k + 1] = Vec(0.0f);
         continue;
       }
-      auto [lo, hi] = at::vec::convert_to_float<S>(at::vec::Vectorized<S>::loadu(
-          p + (k / 2) * kPerLoad, std::min(left, kPerLoad)));
+      auto [lo, hi] =
+          at::vec::convert_to_float<S>(at::vec::Vectorized<S>::loadu(
+              p + (k / 2) * kPerLoad, std::min(left, kPerLoad)));
       out[k] = lo;
       out[k + 1] = hi;
     }
@@ -108,7 +111,8 @@ inline void storeFloat(T* p, const Vec (&in)[kLanes<T>], int64_t count) {
   if constexpr (std::is_same_v<T, float>) {
     in[0].store(p, static_cast<int>(count));
   } else {
-    at::vec::convert_from_float<T>(in[0], in[1]).store(p, static_cast<int>(count));
+    at::vec::convert_from_float<T>(in[0], in[1])
+        .store(p, static_cast<int>(count));
   }
 }
 
@@ -146,8 +150,10 @@ inline void parallelFor(int64_t begin, int64_t end, int64_t grain, const F& f) {
 
 // f(begin, end) over row ranges, about kGrainElements elements per task.
 template <typename F>
-inline void parallelOverRows(int64_t rows, int64_t elements_per_row, const F& f) {
-  const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, elements_per_row));
+inline void parallelOverRows(int64_t rows, int64_t elements_per_row,
+                             const F& f) {
+  const int64_t grain = std::max<int64_t>(
+      1, kGrainElements / std::max<int64_t>(1, elements_per_row));
   parallelFor(0, rows, grain, f);
 }
 
@@ -161,8 +167,8 @@ inline void parallelOverElements(int64_t n, const F& f) {
 // bfloat16 or half) and of a parameter (P: T or float), the pairs the
 // kernels' contract allows.
 template <template <typename, typename> class Impl, typename Params>
-void dispatchXAndParam(const Params& p, c10::ScalarType x_type, c10::ScalarType param_type,
-                       const char* name) {
+void dispatchXAndParam(const Params& p, c10::ScalarType x_type,
+                       c10::ScalarType param_type, const char* name) {
   using BF16 = c10::BFloat16;
   using F16 = c10::Half;
   const bool param_float = param_type == c10::ScalarType::Float;
@@ -170,14 +176,12 @@ void dispatchXAndParam(const Params& p, c10::ScalarType x_type, c10::ScalarType 
     throwUnsupportedDtypes(name, x_type, param_type);
   }
   switch (x_type) {
-    case c10::ScalarType::Float:
-      return Impl<float, float>::run(p);
+    case c10::ScalarType::Float: return Impl<float, float>::run(p);
     case c10::ScalarType::BFloat16:
       return param_float ? Impl<BF16, float>::run(p) : Impl<BF16, BF16>::run(p);
     case c10::ScalarType::Half:
       return param_float ? Impl<F16, float>::run(p) : Impl<F16, F16>::run(p);
-    default:
-      throwUnsupportedDtypes(name, x_type, param_type);
+    default: throwUnsupportedDtypes(name, x_type, param_type);
   }
 }
 

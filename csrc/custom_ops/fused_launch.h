@@ -37,7 +37,8 @@ void runFusedKernel(const char* name, c10::Device device, Body body,
     body(tensors...);
     return;
   }
-  TORCH_CHECK(device.is_privateuseone(), name, ": expected mydev or CPU tensors, got ", device);
+  TORCH_CHECK(device.is_privateuseone(), name,
+              ": expected mydev or CPU tensors, got ", device);
   const c10::DeviceGuard guard(device);
   launchKernel(name, [body = std::move(body),
                       views = std::make_tuple(hostView(tensors)...)]() {

@@ -10,7 +10,6 @@
 #error "define MYDEV_ISA_AVX2 or MYDEV_ISA_AVX512 before including isa_macros.h"
 #endif
 
-
 #ifndef __SSE3__
 #define __SSE3__ 1
 #endif

@@ -31,7 +31,8 @@ std::string fusedKernelsIsa() { return kernelTable().isa; }
 void throwUnsupportedDtypes(const char* op, c10::ScalarType x_type,
                             c10::ScalarType param_type) {
   TORCH_CHECK(false, op, ": no kernel for dtypes ", x_type, " / ", param_type,
-              " (float32, bfloat16 or float16, with parameters of the same dtype or float32)");
+              " (float32, bfloat16 or float16, with parameters of the same "
+              "dtype or float32)");
 }
 
 }  // namespace mydev::custom_ops

@@ -2,11 +2,12 @@
 // device memory, sizes and dtypes, as a real device kernel would) and the
 // table of kernels compiled for the host's vector ISA.
 //
-// The kernel bodies (*_kernel.h) are compiled once per ISA (kernels_default.cpp,
-// kernels_avx2.cpp, kernels_avx512.cpp, as ATen compiles its CPU kernels) and
-// kernelTable() picks the table matching ATen's CPU capability at run time
-// (ATEN_CPU_CAPABILITY=default|avx2|avx512 overrides it, as for ATen).
-// Nothing here includes the vector headers: this file is ISA-neutral.
+// The kernel bodies (*_kernel.h) are compiled once per ISA
+// (kernels_default.cpp, kernels_avx2.cpp, kernels_avx512.cpp, as ATen compiles
+// its CPU kernels) and kernelTable() picks the table matching ATen's CPU
+// capability at run time (ATEN_CPU_CAPABILITY=default|avx2|avx512 overrides it,
+// as for ATen). Nothing here includes the vector headers: this file is
+// ISA-neutral.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -83,8 +84,8 @@ struct SwigluBackwardParams {
 
 // Rotary embedding with the rotate-half convention over `rows` contiguous
 // rows of head_dim elements (x viewed as [rows, head_dim]).
-//   forward:  out = x * cos + rotate_half(x) * sin,  rotate_half(x) = cat(-x2, x1)
-//   backward: grad_x = g * cos + rotate_half^T(g * sin),
+//   forward:  out = x * cos + rotate_half(x) * sin,  rotate_half(x) = cat(-x2,
+//   x1) backward: grad_x = g * cos + rotate_half^T(g * sin),
 //             rotate_half^T(y) = cat(y2, -y1)
 // The cos/sin row of x's row r: its row index r is split over row_sizes
 // (x's leading dims, coalesced, outermost first), and the row's element offset

@@ -4,7 +4,8 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi,bmi2,popcnt")
+#pragma GCC target( \
+    "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi,bmi2,popcnt")
 #define MYDEV_ISA_AVX512
 #include "isa_macros.h"
 #define CPU_CAPABILITY AVX512

@@ -15,26 +15,31 @@ inline bool isFusedDtype(c10::ScalarType type) {
 }
 
 // A floating tensor of a supported dtype on mydev or the CPU.
-inline void checkActivation(const char* op, const char* arg, const at::Tensor& t) {
+inline void checkActivation(const char* op, const char* arg,
+                            const at::Tensor& t) {
   TORCH_CHECK(t.defined(), op, ": ", arg, " is undefined");
-  TORCH_CHECK(t.device().is_cpu() || t.device().is_privateuseone(), op, ": ", arg,
-              " must be on mydev or the CPU, got ", t.device());
-  TORCH_CHECK(t.layout() == c10::kStrided, op, ": ", arg, " must be a strided tensor, got ",
-              t.layout());
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_privateuseone(), op, ": ",
+              arg, " must be on mydev or the CPU, got ", t.device());
+  TORCH_CHECK(t.layout() == c10::kStrided, op, ": ", arg,
+              " must be a strided tensor, got ", t.layout());
   TORCH_CHECK(isFusedDtype(t.scalar_type()), op, ": ", arg,
-              " must have dtype float32, bfloat16 or float16, got ", t.scalar_type());
+              " must have dtype float32, bfloat16 or float16, got ",
+              t.scalar_type());
 }
 
-inline void checkSameDevice(const char* op, const char* arg, const at::Tensor& t,
-                            const char* ref_arg, const at::Tensor& ref) {
-  TORCH_CHECK(t.device() == ref.device(), op, ": ", arg, " must be on the same device as ",
-              ref_arg, " (", ref.device(), "), got ", t.device());
+inline void checkSameDevice(const char* op, const char* arg,
+                            const at::Tensor& t, const char* ref_arg,
+                            const at::Tensor& ref) {
+  TORCH_CHECK(t.device() == ref.device(), op, ": ", arg,
+              " must be on the same device as ", ref_arg, " (", ref.device(),
+              "), got ", t.device());
 }
 
 // A parameter read in float32: the activation's dtype or float32.
-inline void checkParamDtype(const char* op, const char* arg, const at::Tensor& t,
-                            const at::Tensor& x) {
-  TORCH_CHECK(t.scalar_type() == x.scalar_type() || t.scalar_type() == c10::ScalarType::Float,
+inline void checkParamDtype(const char* op, const char* arg,
+                            const at::Tensor& t, const at::Tensor& x) {
+  TORCH_CHECK(t.scalar_type() == x.scalar_type() ||
+                  t.scalar_type() == c10::ScalarType::Float,
               op, ": ", arg, " must have x's dtype (", x.scalar_type(),
               ") or float32, got ", t.scalar_type());
 }

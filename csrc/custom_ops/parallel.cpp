@@ -49,7 +49,8 @@ void regionBody(void* data) {
 
 }  // namespace
 
-void parallelFor(int64_t begin, int64_t end, int64_t grain, RangeFn fn, const void* context) {
+void parallelFor(int64_t begin, int64_t end, int64_t grain, RangeFn fn,
+                 const void* context) {
   if (begin >= end) {
     return;
   }

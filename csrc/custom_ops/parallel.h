@@ -17,6 +17,7 @@ namespace mydev::custom_ops {
 using RangeFn = void (*)(const void* context, int64_t begin, int64_t end);
 
 // fn(context, b, e) over consecutive subranges [b, e) of [begin, end).
-void parallelFor(int64_t begin, int64_t end, int64_t grain, RangeFn fn, const void* context);
+void parallelFor(int64_t begin, int64_t end, int64_t grain, RangeFn fn,
+                 const void* context);
 
 }  // namespace mydev::custom_ops

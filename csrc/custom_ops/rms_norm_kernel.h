@@ -31,14 +31,17 @@ void rmsNormForwardImpl(const RmsNormForwardParams& p) {
       int64_t i = 0;
       for (; i + K <= hidden; i += K) {
         loadFloat<T, L>(xr + i, xv);
-        for (int k = 0; k < L; ++k) acc[k] = at::vec::fmadd(xv[k], xv[k], acc[k]);
+        for (int k = 0; k < L; ++k)
+          acc[k] = at::vec::fmadd(xv[k], xv[k], acc[k]);
       }
       if (i < hidden) {
         loadFloat<T, L>(xr + i, xv, hidden - i);
-        for (int k = 0; k < L; ++k) acc[k] = at::vec::fmadd(xv[k], xv[k], acc[k]);
+        for (int k = 0; k < L; ++k)
+          acc[k] = at::vec::fmadd(xv[k], xv[k], acc[k]);
       }
       const float rstd =
-          1.0f / std::sqrt(horizontalSum(acc) / static_cast<float>(hidden) + eps);
+          1.0f /
+          std::sqrt(horizontalSum(acc) / static_cast<float>(hidden) + eps);
       const Vec rstd_v(rstd);
       Vec wv[L];
       for (i = 0; i + K <= hidden; i += K) {
@@ -110,9 +113,10 @@ void rmsNormBackwardImpl(const RmsNormBackwardParams& p) {
           accumulate();
         }
         const float rstd =
-            1.0f / std::sqrt(horizontalSum(sum_sq) / static_cast<float>(hidden) + eps);
-        const float coef =
-            horizontalSum(sum_gwx) * rstd * rstd * rstd / static_cast<float>(hidden);
+            1.0f /
+            std::sqrt(horizontalSum(sum_sq) / static_cast<float>(hidden) + eps);
+        const float coef = horizontalSum(sum_gwx) * rstd * rstd * rstd /
+                           static_cast<float>(hidden);
         const Vec rstd_v(rstd), coef_v(coef);
         Vec gx[L];
         auto compute = [&](float* pw, int64_t count) {
@@ -148,40 +152,48 @@ void rmsNormBackwardImpl(const RmsNormBackwardParams& p) {
   // grad_w[j] = sum over chunks, in chunk order, of partial[c][j].
   constexpr int LW = kLanes<W>;
   constexpr int64_t KW = kStep<W>;
-  const int64_t column_grain = std::max<int64_t>(KW, kGrainElements / std::max<int64_t>(1, chunks));
-  parallelFor(0, (hidden + KW - 1) / KW, std::max<int64_t>(1, column_grain / KW),
-              [&](int64_t block_begin, int64_t block_end) {
-    for (int64_t b = block_begin; b < block_end; ++b) {
-      const int64_t j = b * KW;
-      const int64_t count = std::min(KW, hidden - j);
-      Vec sum[LW];
-      for (int k = 0; k < LW; ++k) sum[k] = Vec(0.0f);
-      for (int64_t c = 0; c < chunks; ++c) {
-        Vec part[LW];
-        loadFloat<float, LW>(workspace + c * hidden + j, part, count);
-        for (int k = 0; k < LW; ++k) sum[k] = sum[k] + part[k];
-      }
-      storeFloat<W>(grad_weight + j, sum, count);
-    }
-  });
+  const int64_t column_grain =
+      std::max<int64_t>(KW, kGrainElements / std::max<int64_t>(1, chunks));
+  parallelFor(
+      0, (hidden + KW - 1) / KW, std::max<int64_t>(1, column_grain / KW),
+      [&](int64_t block_begin, int64_t block_end) {
+        for (int64_t b = block_begin; b < block_end; ++b) {
+          const int64_t j = b * KW;
+          const int64_t count = std::min(KW, hidden - j);
+          Vec sum[LW];
+          for (int k = 0; k < LW; ++k) sum[k] = Vec(0.0f);
+          for (int64_t c = 0; c < chunks; ++c) {
+            Vec part[LW];
+            loadFloat<float, LW>(workspace + c * hidden + j, part, count);
+            for (int k = 0; k < LW; ++k) sum[k] = sum[k] + part[k];
+          }
+          storeFloat<W>(grad_weight + j, sum, count);
+        }
+      });
 }
 
 template <typename T, typename W>
 struct RmsNormForward {
-  static void run(const RmsNormForwardParams& p) { rmsNormForwardImpl<T, W>(p); }
+  static void run(const RmsNormForwardParams& p) {
+    rmsNormForwardImpl<T, W>(p);
+  }
 };
 
 template <typename T, typename W>
 struct RmsNormBackward {
-  static void run(const RmsNormBackwardParams& p) { rmsNormBackwardImpl<T, W>(p); }
+  static void run(const RmsNormBackwardParams& p) {
+    rmsNormBackwardImpl<T, W>(p);
+  }
 };
 
 inline void rmsNormForward(const RmsNormForwardParams& p) {
-  dispatchXAndParam<RmsNormForward>(p, p.x_type, p.weight_type, "mydev::rms_norm");
+  dispatchXAndParam<RmsNormForward>(p, p.x_type, p.weight_type,
+                                    "mydev::rms_norm");
 }
 
 inline void rmsNormBackward(const RmsNormBackwardParams& p) {
-  dispatchXAndParam<RmsNormBackward>(p, p.x_type, p.weight_type, "mydev::rms_norm_backward");
+  dispatchXAndParam<RmsNormBackward>(p, p.x_type, p.weight_type,
+                                     "mydev::rms_norm_backward");
 }
 
 }  // namespace mydev::custom_ops::CPU_CAPABILITY

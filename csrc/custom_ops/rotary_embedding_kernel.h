@@ -101,7 +101,8 @@ struct RotaryBackward {
 };
 
 inline void rotaryForward(const RotaryParams& p) {
-  dispatchXAndParam<RotaryForward>(p, p.x_type, p.cos_type, "mydev::rotary_embedding");
+  dispatchXAndParam<RotaryForward>(p, p.x_type, p.cos_type,
+                                   "mydev::rotary_embedding");
 }
 
 inline void rotaryBackward(const RotaryParams& p) {

@@ -106,7 +106,8 @@ inline void swigluForward(const SwigluForwardParams& p) {
 }
 
 inline void swigluBackward(const SwigluBackwardParams& p) {
-  dispatchXAndParam<SwigluBackward>(p, p.type, p.type, "mydev::swiglu_backward");
+  dispatchXAndParam<SwigluBackward>(p, p.type, p.type,
+                                    "mydev::swiglu_backward");
 }
 
 }  // namespace mydev::custom_ops::CPU_CAPABILITY

@@ -25,13 +25,14 @@ std::vector<at::Tensor> perRankViews(const std::vector<at::Tensor>& tensors,
                                      const at::Tensor& like, const char* what,
                                      const char* role);
 
-void checkReduceOp(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what);
+void checkReduceOp(const c10d::ReduceOp& op, at::ScalarType dtype,
+                   const char* what);
 
 // The single tensor of a collective that takes one per process (broadcast,
 // allreduce, reduce; gather's input and scatter's output name their `role`),
 // checked.
-const at::Tensor& onlyTensor(const std::vector<at::Tensor>& tensors, const char* what,
-                             const char* role = nullptr);
+const at::Tensor& onlyTensor(const std::vector<at::Tensor>& tensors,
+                             const char* what, const char* role = nullptr);
 
 // `root` as a rank of a group of `size`.
 int checkRoot(int64_t root, int size, const char* what);
@@ -42,21 +43,23 @@ struct RootedList {
   std::vector<at::Tensor> tensors;  // as given; empty off the root
   std::vector<at::Tensor> views;    // their flat host views
 };
-RootedList rootedList(const std::vector<std::vector<at::Tensor>>& lists, const at::Tensor& like,
-                      bool is_root, int size, const char* what, const char* role);
+RootedList rootedList(const std::vector<std::vector<at::Tensor>>& lists,
+                      const at::Tensor& like, bool is_root, int size,
+                      const char* what, const char* role);
 
 // The list forms of allgather (one input, a list of outputs) and
 // reduce_scatter (one output, a list of inputs): one tensor and one list per
 // process, the list (its side: `list_role`) holding one tensor per rank like
 // the single tensor, which is checked too. Returns the list's flat host views.
-std::vector<at::Tensor> listFormViews(const std::vector<at::Tensor>& singles,
-                                      const std::vector<std::vector<at::Tensor>>& lists,
-                                      int size, const char* what, const char* list_role);
+std::vector<at::Tensor> listFormViews(
+    const std::vector<at::Tensor>& singles,
+    const std::vector<std::vector<at::Tensor>>& lists, int size,
+    const char* what, const char* list_role);
 
 // _allgather_base and _reduce_scatter_base: the `whole_role` tensor holds
 // one piece per rank, each the size and dtype of the other tensor.
-void checkRankPieces(const at::Tensor& input, const at::Tensor& output, int size,
-                     const char* what, const char* whole_role);
+void checkRankPieces(const at::Tensor& input, const at::Tensor& output,
+                     int size, const char* what, const char* whole_role);
 
 // all_to_all_single's rows of dim 0 per rank, for the input and the output:
 // the given split sizes, or an equal split when none are given.
@@ -66,7 +69,8 @@ struct AlltoallRows {
 };
 AlltoallRows alltoallRows(const at::Tensor& input, const at::Tensor& output,
                           const std::vector<int64_t>& input_split_sizes,
-                          const std::vector<int64_t>& output_split_sizes, int size);
+                          const std::vector<int64_t>& output_split_sizes,
+                          int size);
 
 // all_to_all's lists: one input and one output tensor per rank, all of one
 // dtype and device; returns their flat host views.
@@ -78,7 +82,8 @@ AlltoallViews alltoallViews(const std::vector<at::Tensor>& inputs,
                             const std::vector<at::Tensor>& outputs, int size);
 
 // The tensor of a send or recv (`what`) from `rank` to or from `peer`.
-const at::Tensor& pointToPointTensor(const std::vector<at::Tensor>& tensors, int peer, int rank,
-                                     int size, const char* what);
+const at::Tensor& pointToPointTensor(const std::vector<at::Tensor>& tensors,
+                                     int peer, int rank, int size,
+                                     const char* what);
 
 }  // namespace mydev::distributed

@@ -26,7 +26,8 @@ std::string opName(int32_t kind) {
 
 }  // namespace
 
-void checkDescriptors(const Descriptor* all, int rank, int size, const char* what) {
+void checkDescriptors(const Descriptor* all, int rank, int size,
+                      const char* what) {
   const Descriptor& mine = all[rank];
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) {
@@ -35,24 +36,28 @@ void checkDescriptors(const Descriptor* all, int rank, int size, const char* wha
     const Descriptor& theirs = all[peer];
     const std::string me = c10::str("myccl: ", what, " on rank ", rank);
     if (theirs.kind != mine.kind || theirs.collective != mine.collective) {
-      throwDistError(c10::str("myccl: rank ", rank, " called ", opName(mine.kind),
-                              " (collective #", mine.collective, " of its group), rank ",
-                              peer, " called ", opName(theirs.kind), " (collective #",
-                              theirs.collective, "): every rank must call the same "
-                              "collectives in the same order"));
+      throwDistError(c10::str(
+          "myccl: rank ", rank, " called ", opName(mine.kind), " (collective #",
+          mine.collective, " of its group), rank ", peer, " called ",
+          opName(theirs.kind), " (collective #", theirs.collective,
+          "): every rank must call the same "
+          "collectives in the same order"));
     }
     if (theirs.dtype != mine.dtype) {
-      throwDistError(c10::str(me, " has ", dtypeName(mine.dtype), " tensors, rank ", peer,
-                              " has ", dtypeName(theirs.dtype)));
+      throwDistError(c10::str(me, " has ", dtypeName(mine.dtype),
+                              " tensors, rank ", peer, " has ",
+                              dtypeName(theirs.dtype)));
     }
     if (!mine.has_counts && theirs.numel != mine.numel) {
-      throwDistError(c10::str(me, " has ", mine.numel, " ", dtypeName(mine.dtype),
-                              " elements, rank ", peer, " has ", theirs.numel));
+      throwDistError(c10::str(me, " has ", mine.numel, " ",
+                              dtypeName(mine.dtype), " elements, rank ", peer,
+                              " has ", theirs.numel));
     }
     if (mine.has_counts && mine.recv_counts[peer] != theirs.send_counts[rank]) {
       throwDistError(c10::str(me, " expects ", mine.recv_counts[peer], " ",
-                              dtypeName(mine.dtype), " elements from rank ", peer,
-                              ", which sends ", theirs.send_counts[rank]));
+                              dtypeName(mine.dtype), " elements from rank ",
+                              peer, ", which sends ",
+                              theirs.send_counts[rank]));
     }
     if (mine.has_counts && mine.send_counts[peer] != theirs.recv_counts[rank]) {
       throwDistError(c10::str(me, " sends ", mine.send_counts[peer], " ",
@@ -60,16 +65,16 @@ void checkDescriptors(const Descriptor* all, int rank, int size, const char* wha
                               ", which expects ", theirs.recv_counts[rank]));
     }
     if (theirs.root != mine.root) {
-      throwDistError(c10::str(me, " has root ", mine.root, ", rank ", peer, " has root ",
-                              theirs.root));
+      throwDistError(c10::str(me, " has root ", mine.root, ", rank ", peer,
+                              " has root ", theirs.root));
     }
     if (theirs.reduce_op != mine.reduce_op) {
-      throwDistError(c10::str(me, " reduces with op ", mine.reduce_op, ", rank ", peer,
-                              " with op ", theirs.reduce_op));
+      throwDistError(c10::str(me, " reduces with op ", mine.reduce_op,
+                              ", rank ", peer, " with op ", theirs.reduce_op));
     }
     if (theirs.algorithm != mine.algorithm) {
-      throwDistError(c10::str(me, " chose algorithm ", mine.algorithm, ", rank ", peer,
-                              " chose ", theirs.algorithm,
+      throwDistError(c10::str(me, " chose algorithm ", mine.algorithm,
+                              ", rank ", peer, " chose ", theirs.algorithm,
                               " (set MYCCL_ALGO alike on every rank)"));
     }
   }

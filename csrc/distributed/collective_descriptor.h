@@ -45,11 +45,12 @@ struct Descriptor {
   int64_t recv_counts[kMaxRanks];  // all_to_all: elements from each rank
   PeerBuffer input;                // direct algorithms
   PeerBuffer output;
-  PeerBuffer parts[kMaxRanks];     // all_to_all: this rank's piece per rank
+  PeerBuffer parts[kMaxRanks];  // all_to_all: this rank's piece per rank
 };
 
 // Throws DistBackendError, on every rank alike, unless all `size`
 // descriptors describe the same call as this rank's (`all[rank]`).
-void checkDescriptors(const Descriptor* all, int rank, int size, const char* what);
+void checkDescriptors(const Descriptor* all, int rank, int size,
+                      const char* what);
 
 }  // namespace mydev::distributed

@@ -30,7 +30,8 @@ bool mustLeavePythonObjectsAlone() {
 
 void CommStreamBackend::pythonIsExiting() { python_exiting.store(true); }
 
-CommStreamBackend::CommStreamBackend(int rank, int size, std::chrono::milliseconds timeout)
+CommStreamBackend::CommStreamBackend(int rank, int size,
+                                     std::chrono::milliseconds timeout)
     : c10d::Backend(rank, size),
       options_(c10::make_intrusive<Options>("myccl", timeout)),
       timeout_(timeout),
@@ -63,8 +64,9 @@ void CommStreamBackend::waitForWatcher() {
   {
     std::unique_lock<std::mutex> lock(queue_->mutex);
     // Bounded: a callback that blocks must not hang the destruction.
-    queue_->idle.wait_for(lock, std::chrono::seconds(10),
-                          [&] { return queue_->pending.empty() && !queue_->busy; });
+    queue_->idle.wait_for(lock, std::chrono::seconds(10), [&] {
+      return queue_->pending.empty() && !queue_->busy;
+    });
   }
   if (released != nullptr) {
     PyEval_RestoreThread(released);
@@ -101,7 +103,8 @@ void CommStreamBackend::watch(const std::shared_ptr<WatchQueue>& queue) {
       Pending item;
       {
         std::unique_lock<std::mutex> lock(queue->mutex);
-        queue->cv.wait(lock, [&] { return queue->stopping || !queue->pending.empty(); });
+        queue->cv.wait(
+            lock, [&] { return queue->stopping || !queue->pending.empty(); });
         if (queue->pending.empty()) {
           return;
         }
@@ -140,8 +143,9 @@ void CommStreamBackend::watch(const std::shared_ptr<WatchQueue>& queue) {
   }
 }
 
-void CommStreamBackend::watchCompletion(const c10::intrusive_ptr<MycclWork>& work,
-                                        const std::vector<at::Tensor>& outputs) {
+void CommStreamBackend::watchCompletion(
+    const c10::intrusive_ptr<MycclWork>& work,
+    const std::vector<at::Tensor>& outputs) {
   {
     std::lock_guard<std::mutex> lock(queue_->mutex);
     queue_->pending.push_back(Pending{work->state(), work->future(), outputs});
@@ -156,12 +160,15 @@ MydevStream CommStreamBackend::commStream(c10::Device device) {
     device_ = device;
     stream_ = getStreamFromPool(0, device.index());
   }
-  TORCH_CHECK(*device_ == device, "myccl: a process group uses one device per process; "
-              "this one is bound to ", *device_, ", got a tensor on ", device);
+  TORCH_CHECK(*device_ == device,
+              "myccl: a process group uses one device per process; "
+              "this one is bound to ",
+              *device_, ", got a tensor on ", device);
   return *stream_;
 }
 
-c10::Device CommStreamBackend::defaultDevice(const std::optional<c10::Device>& hint) const {
+c10::Device CommStreamBackend::defaultDevice(
+    const std::optional<c10::Device>& hint) const {
   if (device_) {
     return *device_;
   }
@@ -173,17 +180,18 @@ c10::Device CommStreamBackend::defaultDevice(const std::optional<c10::Device>& h
 
 void CommStreamBackend::checkLaunchable(const char* name, c10::Device device) {
   if (broken_->load()) {
-    throwDistError(c10::str("myccl: ", name, " on rank ", rank_,
-                            ": an earlier collective of this process group failed; "
-                            "destroy the group and create a new one"));
+    throwDistError(
+        c10::str("myccl: ", name, " on rank ", rank_,
+                 ": an earlier collective of this process group failed; "
+                 "destroy the group and create a new one"));
   }
   commStream(device);
 }
 
 c10::intrusive_ptr<c10d::Work> CommStreamBackend::launch(
     c10d::OpType type, const char* name, c10::Device device,
-    const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
-    std::function<void()> body) {
+    const std::vector<at::Tensor>& inputs,
+    const std::vector<at::Tensor>& outputs, std::function<void()> body) {
   checkLaunchable(name, device);
   releaseCompleted();
   const MydevStream stream = commStream(device);
@@ -204,29 +212,30 @@ c10::intrusive_ptr<c10d::Work> CommStreamBackend::launch(
   ++collectives_;
   auto state = std::make_shared<WorkState>();
   const int rank = rank_;
-  launchKernel(name, stream,
-               [this, body = std::move(body), state, broken = broken_, name, rank] {
-                 try {
-                   if (broken->load()) {
-                     throwDistError(c10::str("myccl: ", name, " on rank ", rank,
-                                             ": an earlier collective of this process "
-                                             "group failed"));
-                   }
-                   body();
-                 } catch (...) {
-                   broken->store(true);
-                   abortPeers();
-                   state->finish(std::current_exception());
-                   throw;
-                 }
-                 state->finish(nullptr);
-               });
+  launchKernel(
+      name, stream,
+      [this, body = std::move(body), state, broken = broken_, name, rank] {
+        try {
+          if (broken->load()) {
+            throwDistError(c10::str("myccl: ", name, " on rank ", rank,
+                                    ": an earlier collective of this process "
+                                    "group failed"));
+          }
+          body();
+        } catch (...) {
+          broken->store(true);
+          abortPeers();
+          state->finish(std::current_exception());
+          throw;
+        }
+        state->finish(nullptr);
+      });
   auto done = std::make_shared<MydevEvent>();
   done->record(stream);
   // barrier() is a host barrier (as NCCL's, whose wait synchronizes).
   const bool blocking = blocking_wait_ || type == c10d::OpType::BARRIER;
-  auto work = c10::make_intrusive<MycclWork>(type, name, device, outputs, state, done,
-                                             blocking, timeout_);
+  auto work = c10::make_intrusive<MycclWork>(type, name, device, outputs, state,
+                                             done, blocking, timeout_);
   watchCompletion(work, outputs);
   if (coalescing_) {
     coalescing_->push_back(work);
@@ -242,50 +251,58 @@ c10::intrusive_ptr<c10d::Work> CommStreamBackend::coalesced(
     return launch(type, name, defaultDevice(std::nullopt), {}, {}, [] {});
   }
   auto last = c10::static_intrusive_pointer_cast<MycclWork>(works.back());
-  auto work = c10::make_intrusive<MycclWork>(type, name, last->device(), outputs,
-                                             last->state(), last->doneEvent(),
-                                             blocking_wait_, timeout_);
+  auto work = c10::make_intrusive<MycclWork>(
+      type, name, last->device(), outputs, last->state(), last->doneEvent(),
+      blocking_wait_, timeout_);
   watchCompletion(work, outputs);
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> CommStreamBackend::allreduce_coalesced(
-    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+    std::vector<at::Tensor>& tensors,
+    const c10d::AllreduceCoalescedOptions& opts) {
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   for (at::Tensor& tensor : tensors) {
     std::vector<at::Tensor> one{tensor};
     works.push_back(allreduce(one, opts));
   }
-  return coalesced(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", works, tensors);
+  return coalesced(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced",
+                   works, tensors);
 }
 
-c10::intrusive_ptr<c10d::Work> CommStreamBackend::allgather_into_tensor_coalesced(
+c10::intrusive_ptr<c10d::Work>
+CommStreamBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(outputs.size() == inputs.size(),
-              "myccl: allgather_into_tensor_coalesced needs as many outputs as inputs");
+  TORCH_CHECK(
+      outputs.size() == inputs.size(),
+      "myccl: allgather_into_tensor_coalesced needs as many outputs as inputs");
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   for (size_t i = 0; i < inputs.size(); ++i) {
     works.push_back(_allgather_base(outputs[i], inputs[i], opts));
   }
-  return coalesced(c10d::OpType::COALESCED, "allgather_into_tensor_coalesced", works, outputs);
+  return coalesced(c10d::OpType::COALESCED, "allgather_into_tensor_coalesced",
+                   works, outputs);
 }
 
-c10::intrusive_ptr<c10d::Work> CommStreamBackend::reduce_scatter_tensor_coalesced(
+c10::intrusive_ptr<c10d::Work>
+CommStreamBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK(outputs.size() == inputs.size(),
-              "myccl: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
+  TORCH_CHECK(
+      outputs.size() == inputs.size(),
+      "myccl: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   for (size_t i = 0; i < inputs.size(); ++i) {
     works.push_back(_reduce_scatter_base(outputs[i], inputs[i], opts));
   }
-  return coalesced(c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced", works,
-                   outputs);
+  return coalesced(c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced",
+                   works, outputs);
 }
 
 void CommStreamBackend::startCoalescing() {
-  TORCH_CHECK(!coalescing_, "myccl: startCoalescing() while already coalescing");
+  TORCH_CHECK(!coalescing_,
+              "myccl: startCoalescing() while already coalescing");
   coalescing_.emplace();
 }
 

@@ -10,12 +10,13 @@
 // Work's future completes (or fails) when the kernel has finished, from a
 // watcher thread.
 //
-// The c10d entry points are implemented here, once (collective_entry_points.cpp):
-// each checks its arguments on the calling thread, so a bad call fails with a
-// clear message and the group stays usable, and hands the collective's host
-// views to the transport, which returns the kernel that moves the bytes.
-// Transports: shared memory on one host (shm_transport_backend.h) and gloo's
-// TCP transport across hosts (gloo_transport_backend.h).
+// The c10d entry points are implemented here, once
+// (collective_entry_points.cpp): each checks its arguments on the calling
+// thread, so a bad call fails with a clear message and the group stays usable,
+// and hands the collective's host views to the transport, which returns the
+// kernel that moves the bytes. Transports: shared memory on one host
+// (shm_transport_backend.h) and gloo's TCP transport across hosts
+// (gloo_transport_backend.h).
 #pragma once
 
 #include <c10/util/FunctionRef.h>
@@ -65,10 +66,12 @@ class CommStreamBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reduce_scatter(
       std::vector<at::Tensor>& output_tensors,
       std::vector<std::vector<at::Tensor>>& input_tensors,
-      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) final;
+      const c10d::ReduceScatterOptions& opts =
+          c10d::ReduceScatterOptions()) final;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output_tensor, at::Tensor& input_tensor,
-      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) final;
+      const c10d::ReduceScatterOptions& opts =
+          c10d::ReduceScatterOptions()) final;
   c10::intrusive_ptr<c10d::Work> gather(
       std::vector<std::vector<at::Tensor>>& output_tensors,
       std::vector<at::Tensor>& input_tensors,
@@ -79,17 +82,19 @@ class CommStreamBackend : public c10d::Backend {
       const c10d::ScatterOptions& opts = c10d::ScatterOptions()) final;
   c10::intrusive_ptr<c10d::Work> alltoall_base(
       at::Tensor& output_buffer, at::Tensor& input_buffer,
-      std::vector<int64_t>& output_split_sizes, std::vector<int64_t>& input_split_sizes,
+      std::vector<int64_t>& output_split_sizes,
+      std::vector<int64_t>& input_split_sizes,
       const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) final;
   c10::intrusive_ptr<c10d::Work> alltoall(
-      std::vector<at::Tensor>& output_tensors, std::vector<at::Tensor>& input_tensors,
+      std::vector<at::Tensor>& output_tensors,
+      std::vector<at::Tensor>& input_tensors,
       const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) final;
   c10::intrusive_ptr<c10d::Work> barrier(
       const c10d::BarrierOptions& opts = c10d::BarrierOptions()) final;
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
-                                      int tag) final;
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
-                                      int tag) final;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors,
+                                      int dst_rank, int tag) final;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors,
+                                      int src_rank, int tag) final;
   c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
   void setTimeout(std::chrono::milliseconds timeout) override;
   void setSequenceNumberForGroup() override {}
@@ -107,7 +112,8 @@ class CommStreamBackend : public c10d::Backend {
       const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+      const c10d::ReduceScatterOptions& opts =
+          c10d::ReduceScatterOptions()) override;
 
   // Coalescing (torch.distributed's _coalescing_manager, batch_isend_irecv):
   // the operations between start and end are launched as they come, in
@@ -120,7 +126,8 @@ class CommStreamBackend : public c10d::Backend {
   // created with init_process_group(device_id=...)).
   bool supportsSplitting() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> split(
-      const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+      const c10::intrusive_ptr<c10d::Store>& store,
+      const std::vector<int>& ranks,
       const c10::intrusive_ptr<Options>& opts) override;
 
   // Called (from an atexit handler) before the interpreter finalizes: from
@@ -152,7 +159,8 @@ class CommStreamBackend : public c10d::Backend {
   using ReduceOp = c10d::ReduceOp::RedOpType;
   virtual Kernel broadcastKernel(const at::Tensor& data, int root) = 0;
   virtual Kernel allreduceKernel(const at::Tensor& data, ReduceOp op) = 0;
-  virtual Kernel reduceKernel(const at::Tensor& data, ReduceOp op, int root) = 0;
+  virtual Kernel reduceKernel(const at::Tensor& data, ReduceOp op,
+                              int root) = 0;
   // `outputs`: one view per rank. `name`: the c10d call, for messages.
   virtual Kernel allgatherKernel(const char* name, const at::Tensor& input,
                                  const std::vector<at::Tensor>& outputs) = 0;
@@ -160,16 +168,18 @@ class CommStreamBackend : public c10d::Backend {
   virtual Kernel allgatherIntoTensorKernel(const at::Tensor& input,
                                            const at::Tensor& output) = 0;
   // `input` holds one piece per rank, each the size of `output`.
-  virtual Kernel reduceScatterKernel(const at::Tensor& input, const at::Tensor& output,
-                                     ReduceOp op) = 0;
+  virtual Kernel reduceScatterKernel(const at::Tensor& input,
+                                     const at::Tensor& output, ReduceOp op) = 0;
   // `outputs` (gather) and `inputs` (scatter) are empty off the root.
-  virtual Kernel gatherKernel(const at::Tensor& input, const std::vector<at::Tensor>& outputs,
+  virtual Kernel gatherKernel(const at::Tensor& input,
+                              const std::vector<at::Tensor>& outputs,
                               int root) = 0;
-  virtual Kernel scatterKernel(const std::vector<at::Tensor>& inputs, const at::Tensor& output,
-                               int root) = 0;
+  virtual Kernel scatterKernel(const std::vector<at::Tensor>& inputs,
+                               const at::Tensor& output, int root) = 0;
   // all_to_all_single: `input` and `output` are host views in the tensors'
   // own shapes, `rows` their rows of dim 0 per rank.
-  virtual Kernel alltoallBaseKernel(const at::Tensor& input, const at::Tensor& output,
+  virtual Kernel alltoallBaseKernel(const at::Tensor& input,
+                                    const at::Tensor& output,
                                     const AlltoallRows& rows) = 0;
   // all_to_all: one input and one output view per rank.
   virtual Kernel alltoallKernel(const std::vector<at::Tensor>& inputs,
@@ -177,8 +187,8 @@ class CommStreamBackend : public c10d::Backend {
   virtual Kernel barrierKernel() = 0;
   // Inside a coalescing group a transport may only record the operation and
   // return an empty kernel, running the batch at endCoalescing().
-  virtual Kernel pointToPointKernel(bool is_send, const at::Tensor& data, int peer,
-                                    int tag) = 0;
+  virtual Kernel pointToPointKernel(bool is_send, const at::Tensor& data,
+                                    int peer, int tag) = 0;
 
   // Fails at once if the group is broken or `device` is not the one this
   // group is bound to (binding it on first use); call before anything that
@@ -225,7 +235,8 @@ class CommStreamBackend : public c10d::Backend {
 
   // checkLaunchable, then the transport's kernel (`make_kernel()`), then
   // launch().
-  c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, const char* name, c10::Device device,
+  c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, const char* name,
+                                     c10::Device device,
                                      const std::vector<at::Tensor>& inputs,
                                      const std::vector<at::Tensor>& outputs,
                                      c10::function_ref<Kernel()> make_kernel);

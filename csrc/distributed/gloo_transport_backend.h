@@ -32,7 +32,8 @@ namespace mydev::distributed {
 class GlooTransportBackend : public CommStreamBackend {
  public:
   // `gloo`: a gloo c10d backend of the same ranks, on a store of its own.
-  GlooTransportBackend(c10::intrusive_ptr<c10d::Backend> gloo, std::chrono::milliseconds timeout);
+  GlooTransportBackend(c10::intrusive_ptr<c10d::Backend> gloo,
+                       std::chrono::milliseconds timeout);
   ~GlooTransportBackend() override;
 
   // A gloo send completes only once the peer posted the matching receive,
@@ -54,27 +55,31 @@ class GlooTransportBackend : public CommStreamBackend {
   Kernel reduceKernel(const at::Tensor& data, ReduceOp op, int root) override;
   Kernel allgatherKernel(const char* name, const at::Tensor& input,
                          const std::vector<at::Tensor>& outputs) override;
-  Kernel allgatherIntoTensorKernel(const at::Tensor& input, const at::Tensor& output) override;
+  Kernel allgatherIntoTensorKernel(const at::Tensor& input,
+                                   const at::Tensor& output) override;
   Kernel reduceScatterKernel(const at::Tensor& input, const at::Tensor& output,
                              ReduceOp op) override;
-  Kernel gatherKernel(const at::Tensor& input, const std::vector<at::Tensor>& outputs,
+  Kernel gatherKernel(const at::Tensor& input,
+                      const std::vector<at::Tensor>& outputs,
                       int root) override;
-  Kernel scatterKernel(const std::vector<at::Tensor>& inputs, const at::Tensor& output,
-                       int root) override;
+  Kernel scatterKernel(const std::vector<at::Tensor>& inputs,
+                       const at::Tensor& output, int root) override;
   Kernel alltoallBaseKernel(const at::Tensor& input, const at::Tensor& output,
                             const AlltoallRows& rows) override;
   Kernel alltoallKernel(const std::vector<at::Tensor>& inputs,
                         const std::vector<at::Tensor>& outputs) override;
   Kernel barrierKernel() override;
-  Kernel pointToPointKernel(bool is_send, const at::Tensor& data, int peer, int tag) override;
+  Kernel pointToPointKernel(bool is_send, const at::Tensor& data, int peer,
+                            int tag) override;
 
  private:
   // A kernel that drives gloo; `body` gets the gloo backend and the timeout
   // of each gloo operation. A gloo failure becomes a myccl error naming the
   // collective (`name`) and this rank.
-  Kernel glooKernel(
-      const char* name,
-      std::function<void(c10d::Backend& gloo, std::chrono::milliseconds timeout)> body);
+  Kernel glooKernel(const char* name,
+                    std::function<void(c10d::Backend& gloo,
+                                       std::chrono::milliseconds timeout)>
+                        body);
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
   // While coalescing: the batch's posted sends and receives (filled on the

@@ -28,7 +28,8 @@ bool WorkState::waitDone(std::chrono::milliseconds timeout) {
 // ---------------------------------------------------------------- MycclWork
 
 MycclWork::MycclWork(c10d::OpType type, const char* name, c10::Device device,
-                     std::vector<at::Tensor> outputs, std::shared_ptr<WorkState> state,
+                     std::vector<at::Tensor> outputs,
+                     std::shared_ptr<WorkState> state,
                      std::shared_ptr<MydevEvent> done_event, bool blocking_wait,
                      std::chrono::milliseconds timeout)
     : c10d::Work(-1, type),
@@ -76,7 +77,7 @@ bool MycclWork::wait(std::chrono::milliseconds timeout) {
                            : timeout_ + std::chrono::milliseconds(30000);
     if (!state_->waitDone(limit)) {
       throwDistError(c10::str("myccl: wait() on ", name_, " timed out after ",
-                         limit.count(), " ms"));
+                              limit.count(), " ms"));
     }
     // Reports (and so clears) the failure the kernel left on the device,
     // which a later synchronizing call would raise again otherwise.
@@ -93,6 +94,8 @@ bool MycclWork::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> MycclWork::getFuture() { return future_; }
+c10::intrusive_ptr<c10::ivalue::Future> MycclWork::getFuture() {
+  return future_;
+}
 
 }  // namespace mydev::distributed

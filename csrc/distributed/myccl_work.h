@@ -44,7 +44,9 @@ class MycclWork : public c10d::Work {
   const std::shared_ptr<WorkState>& state() const { return state_; }
   const std::shared_ptr<MydevEvent>& doneEvent() const { return done_event_; }
   c10::Device device() const { return device_; }
-  const c10::intrusive_ptr<c10::ivalue::Future>& future() const { return future_; }
+  const c10::intrusive_ptr<c10::ivalue::Future>& future() const {
+    return future_;
+  }
 
  private:
   const char* name_;

@@ -26,8 +26,9 @@ PeerBuffer PeerMemory::publish(const void* ptr) {
               "myccl: cannot share a device buffer with the peers: ",
               mydevGetLastErrorMessage());
   buffer.published = 1;
-  buffer.offset = static_cast<uint64_t>(static_cast<const char*>(ptr) -
-                                        static_cast<const char*>(attributes.basePointer));
+  buffer.offset =
+      static_cast<uint64_t>(static_cast<const char*>(ptr) -
+                            static_cast<const char*>(attributes.basePointer));
   return buffer;
 }
 
@@ -50,8 +51,8 @@ char* PeerMemory::openOrThrow(int peer, const PeerBuffer& buffer) {
   std::string why;
   char* ptr = open(peer, buffer, &why);
   if (ptr == nullptr) {
-    throwDistError(c10::str("myccl: cannot open the device buffer of rank ", peer, ": ",
-                            why));
+    throwDistError(c10::str("myccl: cannot open the device buffer of rank ",
+                            peer, ": ", why));
   }
   return ptr;
 }

@@ -12,7 +12,8 @@ namespace mydev::distributed {
 
 class PeerMemory {
  public:
-  explicit PeerMemory(int size) : anchors_(static_cast<size_t>(size), nullptr) {}
+  explicit PeerMemory(int size)
+      : anchors_(static_cast<size_t>(size), nullptr) {}
   ~PeerMemory();
   PeerMemory(const PeerMemory&) = delete;
   PeerMemory& operator=(const PeerMemory&) = delete;

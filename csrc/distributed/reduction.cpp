@@ -64,8 +64,7 @@ void reduceTyped(T* out, const std::vector<const void*>& parts, int64_t numel,
         case c10d::ReduceOp::MAX:
           combine(acc, part, len, maximumOf<Acc>);
           break;
-        default:
-          TORCH_INTERNAL_ASSERT(false, "unchecked reduce op");
+        default: TORCH_INTERNAL_ASSERT(false, "unchecked reduce op");
       }
     }
     if (op == c10d::ReduceOp::AVG) {
@@ -83,15 +82,19 @@ void reduceTyped(T* out, const std::vector<const void*>& parts, int64_t numel,
 
 }  // namespace
 
-void reduceBuffers(void* out, const std::vector<const void*>& parts, int64_t numel,
-                   at::ScalarType dtype, c10d::ReduceOp::RedOpType op) {
+void reduceBuffers(void* out, const std::vector<const void*>& parts,
+                   int64_t numel, at::ScalarType dtype,
+                   c10d::ReduceOp::RedOpType op) {
   TORCH_INTERNAL_ASSERT(!parts.empty());
-  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "myccl_reduce", [&] {
-    using Acc = std::conditional_t<std::is_same_v<scalar_t, at::Half> ||
-                                       std::is_same_v<scalar_t, at::BFloat16>,
-                                   float, scalar_t>;
-    reduceTyped<scalar_t, Acc>(static_cast<scalar_t*>(out), parts, numel, op);
-  });
+  AT_DISPATCH_ALL_TYPES_AND2(
+      at::kHalf, at::kBFloat16, dtype, "myccl_reduce", [&] {
+        using Acc =
+            std::conditional_t<std::is_same_v<scalar_t, at::Half> ||
+                                   std::is_same_v<scalar_t, at::BFloat16>,
+                               float, scalar_t>;
+        reduceTyped<scalar_t, Acc>(static_cast<scalar_t*>(out), parts, numel,
+                                   op);
+      });
 }
 
 void reduceInto(const at::Tensor& out, const std::vector<at::Tensor>& parts,

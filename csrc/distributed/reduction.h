@@ -15,8 +15,9 @@ namespace mydev::distributed {
 // parts (integers: truncating division). `out` may alias any part: the
 // buffers are reduced in cache-sized chunks through a scratch accumulator,
 // so each part is read once and `out` written once.
-void reduceBuffers(void* out, const std::vector<const void*>& parts, int64_t numel,
-                   at::ScalarType dtype, c10d::ReduceOp::RedOpType op);
+void reduceBuffers(void* out, const std::vector<const void*>& parts,
+                   int64_t numel, at::ScalarType dtype,
+                   c10d::ReduceOp::RedOpType op);
 
 // reduceBuffers over contiguous host views of one dtype.
 void reduceInto(const at::Tensor& out, const std::vector<at::Tensor>& parts,

@@ -97,7 +97,7 @@ class ShmTransport {
     Flag arrive[kMaxRanks];
     Flag depart[kMaxRanks];
     Flag peer_probe[kMaxRanks];  // PeerProbe
-    Flag aborted;                 // nonzero: 1 + the rank that aborted
+    Flag aborted;                // nonzero: 1 + the rank that aborted
     Descriptor descriptors[kMaxRanks];
   };
 
@@ -123,15 +123,17 @@ class ShmTransport {
 // every rank's before anything else is read.
 class CollectiveSteps {
  public:
-  CollectiveSteps(ShmTransport& transport, uint64_t collective, const char* what,
-                  const Descriptor& mine);
+  CollectiveSteps(ShmTransport& transport, uint64_t collective,
+                  const char* what, const Descriptor& mine);
 
   void step(const std::function<void()>& fill = nullptr,
             const std::function<void()>& consume = nullptr);
   // The collective is over on this rank; see ShmTransport::depart.
   void finish(bool wait_for_peers);
 
-  const Descriptor& descriptor(int rank) const { return transport_.descriptor(rank); }
+  const Descriptor& descriptor(int rank) const {
+    return transport_.descriptor(rank);
+  }
   ShmTransport& transport() { return transport_; }
   const char* what() const { return what_; }
 

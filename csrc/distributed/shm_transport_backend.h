@@ -3,8 +3,8 @@
 // CommStreamBackend describes.
 //
 // Two algorithms, chosen per collective by message size (see the
-// thresholds in shm_transport_backend.cpp): small messages are staged through the
-// shared segment's slots (one synchronization per 4 MiB chunk, lowest
+// thresholds in shm_transport_backend.cpp): small messages are staged through
+// the shared segment's slots (one synchronization per 4 MiB chunk, lowest
 // latency); large ones read the peers' device buffers directly through the
 // driver's peer-memory handles (peer_memory.h), without a staging copy.
 // MYCCL_ALGO=staged|direct forces one (direct still falls back to staged
@@ -22,8 +22,8 @@
 #include <optional>
 #include <string>
 
-#include "comm_stream_backend.h"
 #include "collective_descriptor.h"
+#include "comm_stream_backend.h"
 #include "peer_memory.h"
 #include "shm_transport.h"
 
@@ -31,8 +31,8 @@ namespace mydev::distributed {
 
 class ShmTransportBackend : public CommStreamBackend {
  public:
-  ShmTransportBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-               std::chrono::milliseconds timeout);
+  ShmTransportBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                      int size, std::chrono::milliseconds timeout);
   ~ShmTransportBackend() override;
 
   // Point to point (p2p_channel.h). Inside a coalescing group
@@ -58,19 +58,22 @@ class ShmTransportBackend : public CommStreamBackend {
   Kernel reduceKernel(const at::Tensor& data, ReduceOp op, int root) override;
   Kernel allgatherKernel(const char* name, const at::Tensor& input,
                          const std::vector<at::Tensor>& outputs) override;
-  Kernel allgatherIntoTensorKernel(const at::Tensor& input, const at::Tensor& output) override;
+  Kernel allgatherIntoTensorKernel(const at::Tensor& input,
+                                   const at::Tensor& output) override;
   Kernel reduceScatterKernel(const at::Tensor& input, const at::Tensor& output,
                              ReduceOp op) override;
-  Kernel gatherKernel(const at::Tensor& input, const std::vector<at::Tensor>& outputs,
+  Kernel gatherKernel(const at::Tensor& input,
+                      const std::vector<at::Tensor>& outputs,
                       int root) override;
-  Kernel scatterKernel(const std::vector<at::Tensor>& inputs, const at::Tensor& output,
-                       int root) override;
+  Kernel scatterKernel(const std::vector<at::Tensor>& inputs,
+                       const at::Tensor& output, int root) override;
   Kernel alltoallBaseKernel(const at::Tensor& input, const at::Tensor& output,
                             const AlltoallRows& rows) override;
   Kernel alltoallKernel(const std::vector<at::Tensor>& inputs,
                         const std::vector<at::Tensor>& outputs) override;
   Kernel barrierKernel() override;
-  Kernel pointToPointKernel(bool is_send, const at::Tensor& data, int peer, int tag) override;
+  Kernel pointToPointKernel(bool is_send, const at::Tensor& data, int peer,
+                            int tag) override;
 
  private:
   struct P2PRequest {
@@ -103,10 +106,11 @@ class ShmTransportBackend : public CommStreamBackend {
   bool peersReachable(CollectiveSteps& steps);
   // Every rank's buffer named by `which` in its descriptor, mapped here
   // (this rank's own at `own`).
-  std::vector<char*> openPeers(CollectiveSteps& steps, PeerBuffer Descriptor::*which,
-                               char* own);
+  std::vector<char*> openPeers(CollectiveSteps& steps,
+                               PeerBuffer Descriptor::*which, char* own);
   void count(Algorithm algorithm);
-  void allgatherBody(uint64_t collective, const char* name, const at::Tensor& input,
+  void allgatherBody(uint64_t collective, const char* name,
+                     const at::Tensor& input,
                      const std::vector<at::Tensor>& outputs);
   void alltoallBody(uint64_t collective, const char* name, int32_t dtype,
                     const std::vector<at::Tensor>& inputs,

@@ -61,14 +61,17 @@ void recordMemoryHistory(const std::optional<std::string>& enabled,
   memory_history::Settings settings;
   TORCH_CHECK_VALUE(!enabled || *enabled == "state" || *enabled == "all",
                     "_record_memory_history: enabled must be None, 'state' "
-                    "or 'all', got '", enabled.value_or(""), "'");
+                    "or 'all', got '",
+                    enabled.value_or(""), "'");
   TORCH_CHECK_VALUE(!context || *context == "state" || *context == "alloc" ||
                         *context == "all",
                     "_record_memory_history: context must be None, 'state', "
-                    "'alloc' or 'all', got '", context.value_or(""), "'");
+                    "'alloc' or 'all', got '",
+                    context.value_or(""), "'");
   TORCH_CHECK_VALUE(stacks == "python" || stacks == "all",
                     "_record_memory_history: stacks must be 'python' or "
-                    "'all', got '", stacks, "'");
+                    "'all', got '",
+                    stacks, "'");
   TORCH_CHECK_VALUE(max_entries >= 0,
                     "_record_memory_history: max_entries must be >= 0, got ",
                     max_entries);
@@ -77,7 +80,7 @@ void recordMemoryHistory(const std::optional<std::string>& enabled,
   }
   settings.enabled = enabled.has_value();
   settings.keep_trace = enabled == "all";
-  settings.context = !context           ? RecordContext::NEVER
+  settings.context = !context              ? RecordContext::NEVER
                      : *context == "state" ? RecordContext::STATE
                      : *context == "alloc" ? RecordContext::ALLOC
                                            : RecordContext::ALL;
@@ -103,7 +106,8 @@ class FrameBatch {
 
   // Frames as cuda's snapshots give them: {"filename", "line", "name"}.
   void symbolize() {
-    const torch::SymbolizedTracebacks symbolized = torch::symbolize(tracebacks_);
+    const torch::SymbolizedTracebacks symbolized =
+        torch::symbolize(tracebacks_);
     std::vector<py::dict> frames;
     frames.reserve(symbolized.all_frames.size());
     for (const auto& frame : symbolized.all_frames) {
@@ -209,10 +213,9 @@ py::dict memorySnapshotDict(std::optional<int64_t> device) {
 }  // namespace
 
 void bindMemoryHistory(py::module& module) {
-  module.def("_record_memory_history", &recordMemoryHistory,
-             py::arg("enabled"), py::arg("context"), py::arg("stacks"),
-             py::arg("max_entries"), py::arg("device"),
-             py::arg("clear_history"),
+  module.def("_record_memory_history", &recordMemoryHistory, py::arg("enabled"),
+             py::arg("context"), py::arg("stacks"), py::arg("max_entries"),
+             py::arg("device"), py::arg("clear_history"),
              py::arg("skip_actions"));
   module.def("_memory_snapshot", &memorySnapshotDict, py::arg("device"));
 }

@@ -1,10 +1,10 @@
 // device_ext._C: Python bindings for what torch does not already expose
 // generically (torch.Stream/Event/accelerator reach mydev through the
 // DeviceGuardImpl and the DeviceAllocator).
+#include <pybind11/chrono.h>
 #include <torch/csrc/Event.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
-#include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <cstring>
@@ -46,9 +46,14 @@ DeviceProperties deviceProperties(c10::DeviceIndex device) {
   checkDeviceIndex(device);
   mydevDeviceProp prop{};
   MYDEV_CHECK(mydevGetDeviceProperties(&prop, device));
-  return {prop.name,  prop.totalGlobalMem, prop.multiProcessorCount,
-          prop.major, prop.minor,          prop.simdWidthBytes,
-          prop.warpSize, prop.canMapPeerMemory != 0};
+  return {prop.name,
+          prop.totalGlobalMem,
+          prop.multiProcessorCount,
+          prop.major,
+          prop.minor,
+          prop.simdWidthBytes,
+          prop.warpSize,
+          prop.canMapPeerMemory != 0};
 }
 
 py::dict stat(const c10::CachingAllocator::Stat& value) {
@@ -97,17 +102,19 @@ py::dict memoryStats(c10::DeviceIndex device) {
 // torch.mydev.Event subclasses it, so timing goes through here.
 double eventElapsedTime(py::handle start, py::handle end) {
   for (py::handle event : {start, end}) {
-    TORCH_CHECK_TYPE(PyObject_IsInstance(event.ptr(),
-                                         reinterpret_cast<PyObject*>(THPEventClass)) == 1,
-                     "elapsed_time expects torch.Event objects");
+    TORCH_CHECK_TYPE(
+        PyObject_IsInstance(event.ptr(),
+                            reinterpret_cast<PyObject*>(THPEventClass)) == 1,
+        "elapsed_time expects torch.Event objects");
   }
   const c10::Event& first = reinterpret_cast<THPEvent*>(start.ptr())->event;
   const c10::Event& second = reinterpret_cast<THPEvent*>(end.ptr())->event;
   // Each device has its own clock on real hardware, as on cuda.
   TORCH_CHECK(first.device_index() < 0 || second.device_index() < 0 ||
                   first.device() == second.device(),
-              "elapsed_time: the events are on different devices (", first.device(),
-              " and ", second.device(), "); time events recorded on one device");
+              "elapsed_time: the events are on different devices (",
+              first.device(), " and ", second.device(),
+              "); time events recorded on one device");
   py::gil_scoped_release no_gil;
   return first.elapsedTime(second);
 }
@@ -135,7 +142,8 @@ PYBIND11_MODULE(_C, m) {
       .def_readonly("minor", &DeviceProperties::minor)
       .def_readonly("simd_width_bytes", &DeviceProperties::simd_width_bytes)
       .def_readonly("warp_size", &DeviceProperties::warp_size)
-      .def_readonly("can_map_peer_memory", &DeviceProperties::can_map_peer_memory)
+      .def_readonly("can_map_peer_memory",
+                    &DeviceProperties::can_map_peer_memory)
       .def("__repr__", [](const DeviceProperties& p) {
         return "_MydevDeviceProperties(name='" + p.name +
                "', major=" + std::to_string(p.major) +
@@ -147,8 +155,8 @@ PYBIND11_MODULE(_C, m) {
 
   // Wrapped: the configuration warning of deviceCount() becomes a Python
   // UserWarning.
-  m.def("_device_count",
-        torch::wrap_pybind_function([] { return static_cast<int>(deviceCount()); }));
+  m.def("_device_count", torch::wrap_pybind_function(
+                             [] { return static_cast<int>(deviceCount()); }));
   m.def("_current_device", [] { return static_cast<int>(currentDevice()); });
   m.def("_set_device", [](int device) {
     checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
@@ -158,8 +166,9 @@ PYBIND11_MODULE(_C, m) {
     int count = 0;
     MYDEV_CHECK(mydevGetDeviceCount(&count));
   });
-  m.def("_check_device_index",
-        [](int device) { checkDeviceIndex(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_check_device_index", [](int device) {
+    checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
+  });
   m.def("_is_initialized", [] { return mydevIsInitialized() != 0; });
   m.def("_is_in_bad_fork", [] { return mydevIsForkedChild() != 0; });
   m.def("_launch_blocking", [] { return mydevLaunchBlocking() != 0; });
@@ -169,14 +178,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_stream_priority_range", &streamPriorityRange);
   m.def("_event_elapsed_time", &eventElapsedTime);
   m.def("_stream_priority", [](int64_t stream_id, int device) {
-    return MydevStream(c10::Stream(c10::Stream::UNSAFE,
-                                   c10::Device(c10::DeviceType::PrivateUse1,
-                                               static_cast<c10::DeviceIndex>(device)),
-                                   stream_id))
+    return MydevStream(
+               c10::Stream(c10::Stream::UNSAFE,
+                           c10::Device(c10::DeviceType::PrivateUse1,
+                                       static_cast<c10::DeviceIndex>(device)),
+                           stream_id))
         .priority();
   });
   m.def("_current_stream", [](int device) {
-    const MydevStream stream = getCurrentStream(static_cast<c10::DeviceIndex>(device));
+    const MydevStream stream =
+        getCurrentStream(static_cast<c10::DeviceIndex>(device));
     return py::make_tuple(stream.id(), static_cast<int>(stream.device_index()));
   });
   // The driver handle of the current stream, as torch.compile's wrapper
@@ -188,16 +199,19 @@ PYBIND11_MODULE(_C, m) {
   m.attr("_compiled_kernel_abi") =
       py::reinterpret_steal<py::object>(compiledKernelAbiCapsule());
   m.def("_set_stream", [](int64_t stream_id, int device) {
-    setCurrentStream(MydevStream(c10::Stream(
-        c10::Stream::UNSAFE,
-        c10::Device(c10::DeviceType::PrivateUse1,
-                    static_cast<c10::DeviceIndex>(device)),
-        stream_id)));
+    setCurrentStream(MydevStream(
+        c10::Stream(c10::Stream::UNSAFE,
+                    c10::Device(c10::DeviceType::PrivateUse1,
+                                static_cast<c10::DeviceIndex>(device)),
+                    stream_id)));
   });
-  m.def("_synchronize", [](int device) {
-    checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
-    MYDEV_CHECK(mydevDeviceSynchronize(device));
-  }, py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_synchronize",
+      [](int device) {
+        checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
+        MYDEV_CHECK(mydevDeviceSynchronize(device));
+      },
+      py::call_guard<py::gil_scoped_release>());
   // The message of a kernel failure no synchronizing call reported yet
   // (clearing it), or None; never waits.
   m.def("_take_pending_kernel_failure", [](int device) -> py::object {
@@ -219,15 +233,22 @@ PYBIND11_MODULE(_C, m) {
     cachingAllocator().resetPeakStats(static_cast<c10::DeviceIndex>(device));
   });
   m.def("_reset_accumulated_memory_stats", [](int device) {
-    cachingAllocator().resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
+    cachingAllocator().resetAccumulatedStats(
+        static_cast<c10::DeviceIndex>(device));
   });
-  m.def("_empty_cache", [] { cachingAllocator().emptyCache({0, 0}); },
-        py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_empty_cache",
+      [] {
+        cachingAllocator().emptyCache({0, 0});
+      },
+      py::call_guard<py::gil_scoped_release>());
   m.def("_mem_get_info", [](int device) {
-    return cachingAllocator().getMemoryInfo(static_cast<c10::DeviceIndex>(device));
+    return cachingAllocator().getMemoryInfo(
+        static_cast<c10::DeviceIndex>(device));
   });
   m.def("_set_cpu_fallback_policy", [](const std::string& policy) {
-    setCpuFallbackPolicy(parseCpuFallbackPolicy(policy, "set_cpu_fallback_policy: policy"));
+    setCpuFallbackPolicy(
+        parseCpuFallbackPolicy(policy, "set_cpu_fallback_policy: policy"));
   });
   m.def("_cpu_fallback_policy", [] {
     switch (cpuFallbackPolicy()) {
@@ -250,47 +271,55 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("reached", &StreamLatch::reached)
       .def("wait_until_reached", &StreamLatch::waitUntilReached,
            py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
-  m.def("_hold_stream", &holdCurrentStream, py::arg("latch"), py::arg("timeout"),
-        py::call_guard<py::gil_scoped_release>());
+  m.def("_hold_stream", &holdCurrentStream, py::arg("latch"),
+        py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
 
   // The fused custom ops' kernels (device_ext/ops/ defines the ops).
-  m.def("_fused_rms_norm", &custom_ops::rmsNorm, py::arg("x"), py::arg("weight"),
-        py::arg("eps"), py::call_guard<py::gil_scoped_release>());
-  m.def("_fused_rms_norm_backward", &custom_ops::rmsNormBackward, py::arg("grad_out"),
-        py::arg("x"), py::arg("weight"), py::arg("eps"),
+  m.def("_fused_rms_norm", &custom_ops::rmsNorm, py::arg("x"),
+        py::arg("weight"), py::arg("eps"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_fused_rms_norm_backward", &custom_ops::rmsNormBackward,
+        py::arg("grad_out"), py::arg("x"), py::arg("weight"), py::arg("eps"),
         py::call_guard<py::gil_scoped_release>());
   m.def("_fused_swiglu", &custom_ops::swiglu, py::arg("gate"), py::arg("up"),
         py::call_guard<py::gil_scoped_release>());
-  m.def("_fused_swiglu_backward", &custom_ops::swigluBackward, py::arg("grad_out"),
-        py::arg("gate"), py::arg("up"), py::call_guard<py::gil_scoped_release>());
-  m.def("_fused_rotary_embedding", &custom_ops::rotaryEmbedding, py::arg("x"), py::arg("cos"),
-        py::arg("sin"), py::call_guard<py::gil_scoped_release>());
-  m.def("_fused_rotary_embedding_backward", &custom_ops::rotaryEmbeddingBackward,
-        py::arg("grad_out"), py::arg("cos"), py::arg("sin"),
+  m.def("_fused_swiglu_backward", &custom_ops::swigluBackward,
+        py::arg("grad_out"), py::arg("gate"), py::arg("up"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_fused_rotary_embedding", &custom_ops::rotaryEmbedding, py::arg("x"),
+        py::arg("cos"), py::arg("sin"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_fused_rotary_embedding_backward",
+        &custom_ops::rotaryEmbeddingBackward, py::arg("grad_out"),
+        py::arg("cos"), py::arg("sin"),
         py::call_guard<py::gil_scoped_release>());
   m.def("_fused_kernels_isa", &custom_ops::fusedKernelsIsa);
 
-  bindTritonLaunch(m);  // device_ext/triton_backend launches through it
+  bindTritonLaunch(m);   // device_ext/triton_backend launches through it
   bindMemoryHistory(m);  // torch.mydev.memory._record_memory_history
 
   // The myccl c10d backend (device_ext/distributed.py registers it). The
   // base class is the one torch binds in torch._C._distributed_c10d.
   py::module::import("torch._C._distributed_c10d");
   py::class_<distributed::ShmTransportBackend, c10d::Backend,
-             c10::intrusive_ptr<distributed::ShmTransportBackend>>(m, "ShmTransportBackend")
-      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                       std::chrono::milliseconds timeout) {
-             return c10::make_intrusive<distributed::ShmTransportBackend>(store, rank, size,
-                                                                   timeout);
+             c10::intrusive_ptr<distributed::ShmTransportBackend>>(
+      m, "ShmTransportBackend")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                       int size, std::chrono::milliseconds timeout) {
+             return c10::make_intrusive<distributed::ShmTransportBackend>(
+                 store, rank, size, timeout);
            }),
-           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-           py::call_guard<py::gil_scoped_release>())
-      .def("algorithm_counts", &distributed::ShmTransportBackend::algorithmCounts)
+           py::arg("store"), py::arg("rank"), py::arg("size"),
+           py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
+      .def("algorithm_counts",
+           &distributed::ShmTransportBackend::algorithmCounts)
       // split_group() deep-copies the parent backend's `options`; None keeps
       // the parent's timeout.
-      .def_property_readonly("options",
-                             [](const distributed::ShmTransportBackend&) { return py::none(); });
-  m.def("_myccl_python_is_exiting", &distributed::CommStreamBackend::pythonIsExiting);
+      .def_property_readonly(
+          "options",
+          [](const distributed::ShmTransportBackend&) { return py::none(); });
+  m.def("_myccl_python_is_exiting",
+        &distributed::CommStreamBackend::pythonIsExiting);
   // The driver's peer-memory calls, for tests of them across processes: a
   // handle's bytes, and opening one to a raw address (read it only once the
   // owner's writes are complete).
@@ -312,46 +341,56 @@ PYBIND11_MODULE(_C, m) {
     MYDEV_CHECK(mydevIpcCloseMemHandle(reinterpret_cast<void*>(ptr)));
   });
   // Storage sharing between processes (device_ext/_storage_sharing.py).
-  m.def("_ipc_share_storage", [](const at::Tensor& tensor, uintptr_t unused_counters) {
-    const SharedStorage shared = shareStorage(tensor, unused_counters);
-    return py::make_tuple(shared.device, py::bytes(shared.allocation_handle),
-                          shared.offset_bytes, shared.size_bytes, shared.counters,
-                          shared.took_counters, shared.sequence);
-  });
-  m.def("_ipc_open_storage",
-        [](int device, const std::string& handle, uint64_t offset_bytes, uint64_t size_bytes,
-           uintptr_t counters, int64_t sequence, int64_t producer_pid) {
-          const SharedStorage shared{device, handle, offset_bytes, size_bytes,
-                                     counters, false, sequence};
-          return openSharedStorage(shared, producer_pid);
-        },
-        py::call_guard<py::gil_scoped_release>());
+  m.def("_ipc_share_storage",
+        [](const at::Tensor& tensor, uintptr_t unused_counters) {
+          const SharedStorage shared = shareStorage(tensor, unused_counters);
+          return py::make_tuple(
+              shared.device, py::bytes(shared.allocation_handle),
+              shared.offset_bytes, shared.size_bytes, shared.counters,
+              shared.took_counters, shared.sequence);
+        });
+  m.def(
+      "_ipc_open_storage",
+      [](int device, const std::string& handle, uint64_t offset_bytes,
+         uint64_t size_bytes, uintptr_t counters, int64_t sequence,
+         int64_t producer_pid) {
+        const SharedStorage shared{device,   handle, offset_bytes, size_bytes,
+                                   counters, false,  sequence};
+        return openSharedStorage(shared, producer_pid);
+      },
+      py::call_guard<py::gil_scoped_release>());
   m.def("_ipc_release_duplicate_share", &releaseDuplicateShare,
         py::call_guard<py::gil_scoped_release>());
-  m.def("_ipc_collect", &collectReleasedStorages, py::call_guard<py::gil_scoped_release>());
+  m.def("_ipc_collect", &collectReleasedStorages,
+        py::call_guard<py::gil_scoped_release>());
   m.def("_ipc_release_received_at_exit", &releaseReceivedAtExit);
   // An opened pointer is a device pointer like any other: the host reads it
   // through a copy.
   m.def("_ipc_read", [](uintptr_t ptr, size_t nbytes) {
     std::string bytes(nbytes, '\0');
-    MYDEV_CHECK(mydevMemcpy(bytes.data(), reinterpret_cast<const void*>(ptr), nbytes,
-                            mydevMemcpyDeviceToHost, nullptr));
+    MYDEV_CHECK(mydevMemcpy(bytes.data(), reinterpret_cast<const void*>(ptr),
+                            nbytes, mydevMemcpyDeviceToHost, nullptr));
     return py::bytes(bytes);
   });
   // The driver's translation, for the Triton executor (it computes with
   // device addresses and loads and stores at the kernel-side ones).
   m.def("_kernel_pointer", [](uintptr_t ptr) {
-    return reinterpret_cast<uintptr_t>(mydevKernelPointer(reinterpret_cast<const void*>(ptr)));
+    return reinterpret_cast<uintptr_t>(
+        mydevKernelPointer(reinterpret_cast<const void*>(ptr)));
   });
   // myccl over gloo's TCP transport (device_ext/_myccl_transport.py picks
   // it); `gloo` is a torch.distributed.ProcessGroupGloo of the same ranks.
   py::class_<distributed::GlooTransportBackend, c10d::Backend,
-             c10::intrusive_ptr<distributed::GlooTransportBackend>>(m, "GlooTransportBackend")
+             c10::intrusive_ptr<distributed::GlooTransportBackend>>(
+      m, "GlooTransportBackend")
       .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& gloo,
                        std::chrono::milliseconds timeout) {
-             return c10::make_intrusive<distributed::GlooTransportBackend>(gloo, timeout);
+             return c10::make_intrusive<distributed::GlooTransportBackend>(
+                 gloo, timeout);
            }),
-           py::arg("gloo"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("options",
-                             [](const distributed::GlooTransportBackend&) { return py::none(); });
+           py::arg("gloo"), py::arg("timeout"),
+           py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly(
+          "options",
+          [](const distributed::GlooTransportBackend&) { return py::none(); });
 }

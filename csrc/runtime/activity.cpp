@@ -84,8 +84,7 @@ mydevMemcpyKind copy_direction(const void* dst, const void* src) {
   return from_device ? mydevMemcpyDeviceToHost : mydevMemcpyHostToHost;
 }
 
-mydevError_t check_id_kind(const char* api,
-                           mydevActivityExternalIdKind kind) {
+mydevError_t check_id_kind(const char* api, mydevActivityExternalIdKind kind) {
   if (kind != mydevActivityExternalIdOperation &&
       kind != mydevActivityExternalIdUser) {
     return fail(mydevErrorInvalidValue, "%s: invalid external id kind %d", api,
@@ -197,7 +196,8 @@ mydevError_t mydevActivityGetTimestamp(int64_t* nanoseconds) {
 mydevError_t mydevActivityPushExternalId(mydevActivityExternalIdKind kind,
                                          uint64_t id) {
   if (mydevError_t status = enter()) return status;
-  if (mydevError_t status = check_id_kind("mydevActivityPushExternalId", kind)) {
+  if (mydevError_t status =
+          check_id_kind("mydevActivityPushExternalId", kind)) {
     return status;
   }
   t_external_ids.forget_if_stale();

@@ -44,10 +44,10 @@ mydevError_t reserve_address_space(int device_count, size_t slot_size,
   char* base = reserve(2 * space->size);
   char* null_window = base != nullptr ? reserve(kNullWindowSize) : nullptr;
   if (null_window == nullptr) {
-    *error = format("cannot reserve %zu bytes of address space for %d mydev "
-                    "devices (MYDEV_DEVICE_COUNT, MYDEV_MEMORY_MB): %s",
-                    2 * space->size + kNullWindowSize, device_count,
-                    std::strerror(errno));
+    *error = format(
+        "cannot reserve %zu bytes of address space for %d mydev "
+        "devices (MYDEV_DEVICE_COUNT, MYDEV_MEMORY_MB): %s",
+        2 * space->size + kNullWindowSize, device_count, std::strerror(errno));
     if (base != nullptr) munmap(base, 2 * space->size);
     delete space;
     return mydevErrorInitialization;

@@ -37,10 +37,10 @@ struct AddressSpace {
   size_t size = 0;              // of each half
   size_t slot_size = 0;         // device addresses per device
   int device_count = 0;
-  char* peer_base = nullptr;    // the IPC window, after the device slots
+  char* peer_base = nullptr;  // the IPC window, after the device slots
   size_t peer_size = 0;
   char* null_window = nullptr;
-  size_t null_size = 0;         // a power of two
+  size_t null_size = 0;  // a power of two
 };
 
 // Called once by the runtime's initialisation. Each device gets a slot of

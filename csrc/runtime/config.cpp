@@ -58,8 +58,10 @@ mydevError_t read_config(Config* config, std::string* error) {
   long long value = 0;
   if (const char* text = env("MYDEV_DEVICE_COUNT")) {
     if (!parse_integer(text, 0, kMaxDevices, &value)) {
-      *error = format("MYDEV_DEVICE_COUNT='%s' is invalid: expected an "
-                      "integer from 0 to %lld", text, kMaxDevices);
+      *error = format(
+          "MYDEV_DEVICE_COUNT='%s' is invalid: expected an "
+          "integer from 0 to %lld",
+          text, kMaxDevices);
       return mydevErrorInitialization;
     }
     config->device_count = int(value);
@@ -68,10 +70,11 @@ mydevError_t read_config(Config* config, std::string* error) {
   config->memory_bytes = default_memory_bytes(config->device_count);
   if (const char* text = env("MYDEV_MEMORY_MB")) {
     if (!parse_integer(text, kMinMemoryMiB, kMaxMemoryMiB, &value)) {
-      *error = format("MYDEV_MEMORY_MB='%s' is invalid: expected an integer "
-                      "number of MiB from %lld (the smallest memory that "
-                      "holds one allocation) to %lld",
-                      text, kMinMemoryMiB, kMaxMemoryMiB);
+      *error = format(
+          "MYDEV_MEMORY_MB='%s' is invalid: expected an integer "
+          "number of MiB from %lld (the smallest memory that "
+          "holds one allocation) to %lld",
+          text, kMinMemoryMiB, kMaxMemoryMiB);
       return mydevErrorInitialization;
     }
     config->memory_bytes = size_t(value) * kMiB;
@@ -88,8 +91,8 @@ mydevError_t read_config(Config* config, std::string* error) {
 
   if (const char* text = env("MYDEV_PEER_MEMORY")) {
     if (!parse_integer(text, 0, 1, &value)) {
-      *error = format("MYDEV_PEER_MEMORY='%s' is invalid: expected 0 or 1",
-                      text);
+      *error =
+          format("MYDEV_PEER_MEMORY='%s' is invalid: expected 0 or 1", text);
       return mydevErrorInitialization;
     }
     config->peer_memory = value == 1;

@@ -1,6 +1,5 @@
 #include "device.h"
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -72,9 +71,8 @@ mydevError_t Device::default_stream(Stream** out) {
     std::lock_guard<std::mutex> lock(default_stream_mutex_);
     stream = default_stream_.load(std::memory_order_relaxed);
     if (stream == nullptr) {
-      if (mydevError_t status =
-              Stream::create(this, /*priority=*/0, /*is_default=*/true,
-                             &stream)) {
+      if (mydevError_t status = Stream::create(this, /*priority=*/0,
+                                               /*is_default=*/true, &stream)) {
         return status;
       }
       default_stream_.store(stream, std::memory_order_release);
@@ -129,10 +127,10 @@ mydevError_t Device::report_failure() {
     message = std::move(failure_);
     failure_.clear();
     if (later_failures_ > 0) {
-      message += format(" (and %zu more kernel failure%s on mydev:%d after it, "
-                        "before this report)",
-                        later_failures_, later_failures_ == 1 ? "" : "s",
-                        index());
+      message += format(
+          " (and %zu more kernel failure%s on mydev:%d after it, "
+          "before this report)",
+          later_failures_, later_failures_ == 1 ? "" : "s", index());
       later_failures_ = 0;
     }
     has_failure_.store(false, std::memory_order_relaxed);
@@ -153,12 +151,10 @@ mydevError_t create_devices(const Config& config, std::string* error) {
   table->slot_size = slot_size;
   table->base = address_space()->device_base;
   // Whole pages: the capacity is what the pages add up to.
-  const size_t capacity =
-      round_down(config.memory_bytes, kDevicePageSize);
+  const size_t capacity = round_down(config.memory_bytes, kDevicePageSize);
   for (int i = 0; i < config.device_count; ++i) {
-    table->devices.push_back(new Device(i, capacity,
-                                        table->base + slot_size * i,
-                                        slot_size, kernel_slots()));
+    table->devices.push_back(new Device(
+        i, capacity, table->base + slot_size * i, slot_size, kernel_slots()));
   }
   g_table = table;
   return mydevSuccess;

@@ -31,25 +31,25 @@ int create_memfd(const std::string& name, size_t size) {
 }
 
 char* kernel_side(const void* device_address) {
-  return static_cast<char*>(
-      kernel_address(*address_space(), device_address));
+  return static_cast<char*>(kernel_address(*address_space(), device_address));
 }
 
 }  // namespace
 
-mydevError_t DeviceMemory::create(int device, char* slot_base,
-                                  size_t slot_size, size_t capacity,
-                                  DeviceMemory** out) {
+mydevError_t DeviceMemory::create(int device, char* slot_base, size_t slot_size,
+                                  size_t capacity, DeviceMemory** out) {
   const size_t slot_pages = slot_size / kDevicePageSize;
-  const size_t table_bytes = round_up(slot_pages * sizeof(uint32_t),
-                                      page_size());
-  const int memory_fd =
-      create_memfd(format("mydev:%d", device), capacity);
-  const int table_fd = memory_fd < 0
-      ? -1 : create_memfd(format("mydev:%d page table", device), table_bytes);
-  void* table = table_fd < 0 ? MAP_FAILED
-      : mmap(nullptr, table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-             table_fd, 0);
+  const size_t table_bytes =
+      round_up(slot_pages * sizeof(uint32_t), page_size());
+  const int memory_fd = create_memfd(format("mydev:%d", device), capacity);
+  const int table_fd =
+      memory_fd < 0
+          ? -1
+          : create_memfd(format("mydev:%d page table", device), table_bytes);
+  void* table = table_fd < 0
+                    ? MAP_FAILED
+                    : mmap(nullptr, table_bytes, PROT_READ | PROT_WRITE,
+                           MAP_SHARED, table_fd, 0);
   if (table == MAP_FAILED) {
     const int err = errno;
     if (memory_fd >= 0) close(memory_fd);
@@ -163,8 +163,8 @@ std::map<size_t, DeviceMemory::Range>::iterator DeviceMemory::range_at(
   return ranges_.find(offset / page_);
 }
 
-std::map<size_t, DeviceMemory::Range>::iterator
-DeviceMemory::range_containing(size_t first, size_t count) {
+std::map<size_t, DeviceMemory::Range>::iterator DeviceMemory::range_containing(
+    size_t first, size_t count) {
   auto range = ranges_.upper_bound(first);
   if (range == ranges_.begin()) return ranges_.end();
   --range;
@@ -187,8 +187,8 @@ mydevError_t DeviceMemory::allocate(size_t size, void** out) {
                 device_, size);
   }
   const mydevError_t status = physical_.free_total() < pages
-                                   ? out_of_memory(size)
-                                   : map_pages(first, pages);
+                                  ? out_of_memory(size)
+                                  : map_pages(first, pages);
   if (status != mydevSuccess) {
     addresses_.release(first, pages + kGuardPages);
     return status;
@@ -267,8 +267,7 @@ mydevError_t DeviceMemory::map(void* ptr, size_t size) {
   }
   for (size_t page = first; page < first + count; ++page) {
     if (page_table_[page] != kUnmapped) {
-      return fail(mydevErrorInvalidValue,
-                  "mydevMemMap: %p is already mapped",
+      return fail(mydevErrorInvalidValue, "mydevMemMap: %p is already mapped",
                   static_cast<void*>(slot_base_ + page * page_));
     }
   }

@@ -62,9 +62,8 @@ class DeviceMemory {
     bool reservation;    // from reserve(), else from allocate()
   };
 
-  DeviceMemory(int device, char* slot_base, size_t slot_pages,
-               size_t capacity, int memory_fd, int page_table_fd,
-               uint32_t* page_table);
+  DeviceMemory(int device, char* slot_base, size_t slot_pages, size_t capacity,
+               int memory_fd, int page_table_fd, uint32_t* page_table);
 
   size_t page_of(const void* ptr) const {
     return size_t(static_cast<const char*>(ptr) - slot_base_) / page_;
@@ -89,8 +88,8 @@ class DeviceMemory {
   uint32_t* const page_table_;  // slot_pages_ entries, MAP_SHARED
 
   std::mutex mutex_;
-  RangeAllocator physical_;   // in pages of the memfd
-  RangeAllocator addresses_;  // in pages of the slot
+  RangeAllocator physical_;         // in pages of the memfd
+  RangeAllocator addresses_;        // in pages of the slot
   std::map<size_t, Range> ranges_;  // first page -> range
   std::atomic<size_t> used_pages_{0};
 };

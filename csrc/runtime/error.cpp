@@ -72,13 +72,12 @@ const char* mydevGetErrorString(mydevError_t error) {
     case mydevErrorNotPermitted: return "operation not permitted";
     case mydevErrorInitialization: return "initialization error";
     case mydevErrorPeerAccessUnsupported: return "cannot map peer memory";
-    case mydevErrorIllegalAddress: return "an illegal memory access was encountered";
+    case mydevErrorIllegalAddress:
+      return "an illegal memory access was encountered";
   }
   return "unknown mydev error";
 }
 
-const char* mydevGetLastErrorMessage(void) {
-  return mydev_sim::t_last_message;
-}
+const char* mydevGetLastErrorMessage(void) { return mydev_sim::t_last_message; }
 
 }  // extern "C"

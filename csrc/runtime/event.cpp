@@ -105,8 +105,8 @@ mydevError_t mydevEventCreate(mydevEvent_t* event, unsigned flags) {
   constexpr unsigned kKnownFlags =
       mydevEventDisableTiming | mydevEventBlockingSync;
   if ((flags & ~kKnownFlags) != 0) {
-    return fail(mydevErrorInvalidValue,
-                "mydevEventCreate: unknown flags 0x%x", flags);
+    return fail(mydevErrorInvalidValue, "mydevEventCreate: unknown flags 0x%x",
+                flags);
   }
   *event = (new Event(flags))->handle();
   return mydevSuccess;
@@ -149,8 +149,9 @@ mydevError_t mydevEventQuery(mydevEvent_t handle) {
   if (mydevError_t status = resolve_event(handle, &event)) return status;
   RecordRef ref(event->current());
   if (ref.record == nullptr || ref.record->reached()) return mydevSuccess;
-  return fail(mydevErrorNotReady, "mydevEventQuery: the event's work has not "
-                                  "completed yet");
+  return fail(mydevErrorNotReady,
+              "mydevEventQuery: the event's work has not "
+              "completed yet");
 }
 
 mydevError_t mydevEventSynchronize(mydevEvent_t handle) {

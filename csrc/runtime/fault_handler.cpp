@@ -53,8 +53,8 @@ class Message {
   void write_to_stderr() const {
     size_t written = 0;
     while (written < length_) {
-      const ssize_t n = write(STDERR_FILENO, buffer_ + written,
-                              length_ - written);
+      const ssize_t n =
+          write(STDERR_FILENO, buffer_ + written, length_ - written);
       if (n <= 0) return;
       written += size_t(n);
     }
@@ -81,9 +81,10 @@ void explain_host_dereference(const AddressSpace& space, uintptr_t address) {
     message.text(" (memory of a peer process opened through IPC)");
   }
   message
-      .text(". Device memory is opaque to the host: reach it through a copy "
-            "(tensor.cpu(), mydevMemcpy) or inside a kernel "
-            "(mydevKernelPointer).\n")
+      .text(
+          ". Device memory is opaque to the host: reach it through a copy "
+          "(tensor.cpu(), mydevMemcpy) or inside a kernel "
+          "(mydevKernelPointer).\n")
       .write_to_stderr();
 }
 
@@ -168,19 +169,22 @@ void take_illegal_access(Device* device, const char* work) {
         reinterpret_cast<uintptr_t>(space.device_base) + offset;
     const uintptr_t slot = offset / space.slot_size;
     where = slot < uintptr_t(space.device_count)
-        ? format("device address 0x%lx (mydev:%d, offset 0x%lx), which no "
-                 "allocation maps (freed, or out of bounds?)",
-                 (unsigned long)device_address, int(slot),
-                 (unsigned long)(offset % space.slot_size))
-        : format("device address 0x%lx of peer memory, which no opened "
-                 "allocation maps",
-                 (unsigned long)device_address);
+                ? format(
+                      "device address 0x%lx (mydev:%d, offset 0x%lx), which no "
+                      "allocation maps (freed, or out of bounds?)",
+                      (unsigned long)device_address, int(slot),
+                      (unsigned long)(offset % space.slot_size))
+                : format(
+                      "device address 0x%lx of peer memory, which no opened "
+                      "allocation maps",
+                      (unsigned long)device_address);
   } else {
     const uintptr_t original =
         address - reinterpret_cast<uintptr_t>(space.null_window);
-    where = format("address 0x%lx, which is not a device address (a null "
-                   "pointer, or the storage of a tensor resized to 0?)",
-                   (unsigned long)original);
+    where = format(
+        "address 0x%lx, which is not a device address (a null "
+        "pointer, or the storage of a tensor resized to 0?)",
+        (unsigned long)original);
   }
   device->record_illegal_address(
       format("an illegal memory access was encountered: kernel '%s' on "

@@ -79,7 +79,7 @@ struct PeerMapping {
 std::mutex g_peers_mutex;
 // Kept until exit: a descriptor and a page-table view per peer device.
 std::map<PeerKey, PeerDevice> g_peer_devices;
-std::list<PeerMapping> g_mappings;  // most recently used first
+std::list<PeerMapping> g_mappings;        // most recently used first
 RangeAllocator* g_peer_window = nullptr;  // in device pages
 
 // A descriptor of the owner's memfd `fd`, or -1 and the reasons in `why`.
@@ -142,11 +142,11 @@ mydevError_t peer_device(const HandleData& data, PeerDevice** out) {
   if (fstat(memory_fd, &st) != 0 || uint64_t(st.st_dev) != data.file_device ||
       uint64_t(st.st_ino) != data.file_inode) {
     close(memory_fd);
-    return refuse(data, "the process no longer has that device memory "
-                        "(it exited, or its pid was reused)");
+    return refuse(data,
+                  "the process no longer has that device memory "
+                  "(it exited, or its pid was reused)");
   }
-  const int table_fd =
-      take_peer_fd(data.owner_pid, data.page_table_fd, &why);
+  const int table_fd = take_peer_fd(data.owner_pid, data.page_table_fd, &why);
   struct stat table_st {};
   void* table = MAP_FAILED;
   if (table_fd >= 0 && fstat(table_fd, &table_st) == 0) {
@@ -167,9 +167,9 @@ mydevError_t peer_device(const HandleData& data, PeerDevice** out) {
 
 void unmap(const PeerMapping& mapping) {
   const size_t pages = mapping.pages.size();
-  unmap_kernel_pages(static_cast<char*>(kernel_address(
-                         *address_space(), mapping.base)),
-                     pages * kDevicePageSize);
+  unmap_kernel_pages(
+      static_cast<char*>(kernel_address(*address_space(), mapping.base)),
+      pages * kDevicePageSize);
   const size_t first =
       size_t(mapping.base - address_space()->peer_base) / kDevicePageSize;
   g_peer_window->release(first, pages);
@@ -227,8 +227,8 @@ mydevError_t map_peer(const HandleData& data, const PeerDevice& device,
 mydevError_t open_peer(const HandleData& data, void** ptr) {
   std::lock_guard<std::mutex> lock(g_peers_mutex);
   if (g_peer_window == nullptr) {
-    g_peer_window = new RangeAllocator(address_space()->peer_size /
-                                       kDevicePageSize);
+    g_peer_window =
+        new RangeAllocator(address_space()->peer_size / kDevicePageSize);
   }
   PeerDevice* device = nullptr;
   if (mydevError_t status = peer_device(data, &device)) return status;
@@ -236,8 +236,9 @@ mydevError_t open_peer(const HandleData& data, void** ptr) {
   const size_t count =
       (size_t(data.size) + kDevicePageSize - 1) / kDevicePageSize;
   if (first + count > device->page_table_entries) {
-    return fail(mydevErrorInvalidValue,
-                "mydevIpcOpenMemHandle: not a handle from mydevIpcGetMemHandle");
+    return fail(
+        mydevErrorInvalidValue,
+        "mydevIpcOpenMemHandle: not a handle from mydevIpcGetMemHandle");
   }
   std::vector<uint32_t> pages(device->page_table + first,
                               device->page_table + first + count);
@@ -317,7 +318,8 @@ mydevError_t mydevIpcGetMemHandle(mydevIpcMemHandle_t* handle, void* devPtr) {
     return fail(mydevErrorInvalidValue, "mydevIpcGetMemHandle: handle is null");
   }
   Device* device = device_of_address(devPtr);
-  DeviceMemory* memory = device != nullptr ? device->existing_memory() : nullptr;
+  DeviceMemory* memory =
+      device != nullptr ? device->existing_memory() : nullptr;
   char* base = nullptr;
   size_t size = 0;
   if (memory == nullptr || !memory->find(devPtr, &base, &size)) {
@@ -348,14 +350,16 @@ mydevError_t mydevIpcGetMemHandle(mydevIpcMemHandle_t* handle, void* devPtr) {
 mydevError_t mydevIpcOpenMemHandle(void** devPtr, mydevIpcMemHandle_t handle) {
   if (mydevError_t status = enter()) return status;
   if (devPtr == nullptr) {
-    return fail(mydevErrorInvalidValue, "mydevIpcOpenMemHandle: devPtr is null");
+    return fail(mydevErrorInvalidValue,
+                "mydevIpcOpenMemHandle: devPtr is null");
   }
   HandleData data;
   std::memcpy(&data, handle.reserved, sizeof(data));
   if (data.magic != kHandleMagic || data.size == 0 ||
       data.offset % kDevicePageSize != 0) {
-    return fail(mydevErrorInvalidValue,
-                "mydevIpcOpenMemHandle: not a handle from mydevIpcGetMemHandle");
+    return fail(
+        mydevErrorInvalidValue,
+        "mydevIpcOpenMemHandle: not a handle from mydevIpcGetMemHandle");
   }
   if (data.owner_pid == int32_t(getpid())) return open_own(data, devPtr);
   if (!config().peer_memory) {

@@ -89,9 +89,7 @@ void note_device_activated() {
   g_activated.store(true, std::memory_order_release);
 }
 
-bool shutting_down() {
-  return g_shutting_down.load(std::memory_order_seq_cst);
-}
+bool shutting_down() { return g_shutting_down.load(std::memory_order_seq_cst); }
 
 }  // namespace mydev_sim
 

@@ -1,8 +1,8 @@
 // Copies and fills: validation against the device memory, the
 // pageable/pinned split, and stream ordering. The copy engine reaches device
 // memory through its kernel-side addresses (address_space.h).
-#include "address_space.h"
 #include "activity.h"
+#include "address_space.h"
 #include "device.h"
 #include "error.h"
 #include "fault_handler.h"
@@ -58,10 +58,10 @@ mydevError_t check_kind(const char* api, mydevMemcpyKind kind,
                 int(kind));
   }
   if (kind == mydevMemcpyDefault) return mydevSuccess;
-  const bool want_dst_device = kind == mydevMemcpyHostToDevice ||
-                               kind == mydevMemcpyDeviceToDevice;
-  const bool want_src_device = kind == mydevMemcpyDeviceToHost ||
-                               kind == mydevMemcpyDeviceToDevice;
+  const bool want_dst_device =
+      kind == mydevMemcpyHostToDevice || kind == mydevMemcpyDeviceToDevice;
+  const bool want_src_device =
+      kind == mydevMemcpyDeviceToHost || kind == mydevMemcpyDeviceToDevice;
   if (is_device(dst) != want_dst_device) {
     return fail(mydevErrorInvalidValue,
                 "%s: kind %s, but the destination is %s memory", api,

@@ -11,7 +11,8 @@
 // Semantics every implementation must keep (torch-mydev relies on them):
 //  * Streams are in-order queues. Work enqueued on a stream runs after all work
 //    enqueued on it before, asynchronously with respect to the host: an
-//    enqueueing call returns before the work ran (unless launch blocking is on).
+//    enqueueing call returns before the work ran (unless launch blocking is
+//    on).
 //  * A failure inside enqueued work is recorded for its device and reported by
 //    the next synchronizing call on that device (stream/event/device
 //    synchronize, synchronous memcpy) as mydevErrorLaunchFailure, with a
@@ -42,9 +43,9 @@ typedef enum mydevError {
   mydevErrorNotPermitted = 7,      // e.g. use after fork
   mydevErrorInitialization = 8,    // bad configuration (env vars)
   mydevErrorPeerAccessUnsupported = 9,  // cannot map a peer process's memory
-  mydevErrorIllegalAddress = 10,   // enqueued work touched an address that
-                                   // no device memory maps; sticky: the
-                                   // device stays failed until exit
+  mydevErrorIllegalAddress = 10,        // enqueued work touched an address that
+                                        // no device memory maps; sticky: the
+                                        // device stays failed until exit
 } mydevError_t;
 
 // Short, static description of an error code.
@@ -75,12 +76,12 @@ typedef struct mydevDeviceProp {
   int multiProcessorCount;           // compute units (host hardware threads)
   int major;                         // capability version
   int minor;
-  int simdWidthBytes;                // widest vector unit the kernels use
-  int warpSize;                      // lanes Triton and Inductor plan a
-                                     //    program's threads in
-  int maxStreamsPerDevice;           // 0 = no fixed limit
-  int canMapPeerMemory;              // 1: peers in other processes can map
-                                     //    this device's memory (IPC handles)
+  int simdWidthBytes;       // widest vector unit the kernels use
+  int warpSize;             // lanes Triton and Inductor plan a
+                            //    program's threads in
+  int maxStreamsPerDevice;  // 0 = no fixed limit
+  int canMapPeerMemory;     // 1: peers in other processes can map
+                            //    this device's memory (IPC handles)
 } mydevDeviceProp;
 mydevError_t mydevGetDeviceProperties(mydevDeviceProp* prop, int device);
 
@@ -196,8 +197,7 @@ mydevError_t mydevDeviceGetStreamPriorityRange(int* least_priority,
                                                int* greatest_priority);
 // The device's default stream: always exists, never destroyed.
 mydevError_t mydevStreamGetDefault(int device, mydevStream_t* stream);
-mydevError_t mydevStreamCreate(mydevStream_t* stream, int device,
-                               int priority);
+mydevError_t mydevStreamCreate(mydevStream_t* stream, int device, int priority);
 // Waits for the stream's work, then releases it. The default stream cannot
 // be destroyed (mydevErrorInvalidHandle).
 mydevError_t mydevStreamDestroy(mydevStream_t stream);
@@ -279,17 +279,17 @@ typedef struct mydevActivityRecord {
   mydevMemcpyKind copyKind;  // Memcpy: the resolved direction (never Default)
   int device;                // the device whose stream ran the work
   mydevStream_t stream;
-  const char* name;          // Kernel: the launch's name; else the API's
-  const char* api;           // the enqueueing call, e.g. "mydevLaunchKernel"
-  uint64_t correlationId;    // unique per record within the process (from 1)
-  uint64_t externalId;       // innermost pushed Operation id, 0 if none
-  uint64_t userExternalId;   // innermost pushed User id, 0 if none
-  uint64_t hostThread;       // OS thread id (gettid) of the enqueueing thread
-  int64_t apiStart;          // the enqueueing call on the host
+  const char* name;         // Kernel: the launch's name; else the API's
+  const char* api;          // the enqueueing call, e.g. "mydevLaunchKernel"
+  uint64_t correlationId;   // unique per record within the process (from 1)
+  uint64_t externalId;      // innermost pushed Operation id, 0 if none
+  uint64_t userExternalId;  // innermost pushed User id, 0 if none
+  uint64_t hostThread;      // OS thread id (gettid) of the enqueueing thread
+  int64_t apiStart;         // the enqueueing call on the host
   int64_t apiEnd;
-  int64_t start;             // the work on the device
+  int64_t start;  // the work on the device
   int64_t end;
-  size_t bytes;              // Memcpy / Memset: bytes copied or filled
+  size_t bytes;  // Memcpy / Memset: bytes copied or filled
 } mydevActivityRecord;
 
 // Turns recording on (nonzero) or off. Work enqueued while it was on still

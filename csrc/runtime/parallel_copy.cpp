@@ -116,8 +116,8 @@ HelperPool& pool() {
 
 void run_split(Job job) {
   job.chunks = std::min(size_t(kernel_slots()), job.count / kMinChunk);
-  job.chunk_size = round_up((job.count + job.chunks - 1) / job.chunks,
-                            kChunkAlignment);
+  job.chunk_size =
+      round_up((job.count + job.chunks - 1) / job.chunks, kChunkAlignment);
   job.chunks = (job.count + job.chunk_size - 1) / job.chunk_size;
   pool().run(job);
 }

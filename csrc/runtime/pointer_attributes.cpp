@@ -17,8 +17,7 @@ PointerInfo describe_pointer(const void* ptr) {
     if (DeviceMemory* memory = device->existing_memory()) {
       memory->find(ptr, &info.base, &info.size);
     }
-  } else if (find_peer_allocation(ptr, &info.device, &info.base,
-                                  &info.size)) {
+  } else if (find_peer_allocation(ptr, &info.device, &info.base, &info.size)) {
     info.type = mydevMemoryTypeDevice;
   } else if (find_host_allocation(ptr, &info.base, &info.size)) {
     info.type = mydevMemoryTypeHost;

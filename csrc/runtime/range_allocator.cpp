@@ -28,8 +28,7 @@ bool RangeAllocator::allocate(size_t length, size_t* offset) {
   return true;
 }
 
-bool RangeAllocator::allocate_part(size_t length, size_t* offset,
-                                   size_t* got) {
+bool RangeAllocator::allocate_part(size_t length, size_t* offset, size_t* got) {
   if (by_length_.empty()) return false;
   const size_t longest = by_length_.rbegin()->first;
   *got = longest < length ? longest : length;

@@ -34,7 +34,7 @@ class RangeAllocator {
   void add(size_t offset, size_t length);
   void remove(std::map<size_t, size_t>::iterator range);
 
-  std::map<size_t, size_t> by_offset_;           // offset -> length
+  std::map<size_t, size_t> by_offset_;             // offset -> length
   std::set<std::pair<size_t, size_t>> by_length_;  // (length, offset)
   size_t free_total_ = 0;
 };

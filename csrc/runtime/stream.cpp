@@ -119,9 +119,8 @@ void Stream::executor_main() {
       // Spin before sleeping: the next launch usually comes within
       // microseconds, and a futex wake would cost more than the kernel.
       lock.unlock();
-      spin_until([&] {
-        return enqueued_.load(std::memory_order_acquire) != head_;
-      });
+      spin_until(
+          [&] { return enqueued_.load(std::memory_order_acquire) != head_; });
       lock.lock();
       while (head_ == enqueued_.load(std::memory_order_relaxed) && !stop_) {
         executor_sleeping_ = true;
@@ -146,9 +145,7 @@ void Stream::execute(const Task& task, uint64_t sequence) {
   busy_.store(true, std::memory_order_seq_cst);
   if (shutting_down()) park_for_exit();
   switch (task.kind) {
-    case TaskKind::Kernel:
-      run_kernel(task);
-      break;
+    case TaskKind::Kernel: run_kernel(task); break;
     case TaskKind::Copy: {
       const int64_t start = task.activity ? activity_now() : 0;
       copy_bytes(task.dst, task.src, task.count);
@@ -196,9 +193,9 @@ void Stream::run_kernel(const Task& task) {
       try {
         task.fn(task.dst);
       } catch (const std::exception& error) {
-        device_->record_failure(
-            format("kernel '%s' failed on mydev:%d: %s", task.name,
-                   device_->index(), error.what()));
+        device_->record_failure(format("kernel '%s' failed on mydev:%d: %s",
+                                       task.name, device_->index(),
+                                       error.what()));
       } catch (...) {
         device_->record_failure(
             format("kernel '%s' failed on mydev:%d: unknown exception",

@@ -23,12 +23,12 @@ enum class TaskKind : uint8_t { Kernel, Copy, Fill, EventMarker, WaitEvent };
 struct Task {
   TaskKind kind;
   int fill_value;
-  const char* name;      // Kernel
-  mydevKernelFn_t fn;    // Kernel
-  void* dst;             // Kernel: user_data
+  const char* name;    // Kernel
+  mydevKernelFn_t fn;  // Kernel
+  void* dst;           // Kernel: user_data
   const void* src;
   size_t count;
-  EventRecord* record;   // EventMarker, WaitEvent: owns one reference
+  EventRecord* record;  // EventMarker, WaitEvent: owns one reference
   // Set by enqueue while activity recording is on (activity.h); owned.
   PendingActivity* activity;
 
@@ -39,16 +39,22 @@ struct Task {
     return Task{TaskKind::Copy, 0, nullptr, nullptr, dst, src, count, nullptr};
   }
   static Task fill(void* dst, int value, size_t count) {
-    return Task{TaskKind::Fill, value, nullptr, nullptr, dst, nullptr, count,
-                nullptr};
+    return Task{TaskKind::Fill, value, nullptr, nullptr, dst,
+                nullptr,        count, nullptr};
   }
   static Task marker(EventRecord* record) {
-    return Task{TaskKind::EventMarker, 0, nullptr, nullptr, nullptr, nullptr, 0,
+    return Task{TaskKind::EventMarker,
+                0,
+                nullptr,
+                nullptr,
+                nullptr,
+                nullptr,
+                0,
                 record};
   }
   static Task wait_event(EventRecord* record) {
-    return Task{TaskKind::WaitEvent, 0, nullptr, nullptr, nullptr, nullptr, 0,
-                record};
+    return Task{
+        TaskKind::WaitEvent, 0, nullptr, nullptr, nullptr, nullptr, 0, record};
   }
 };
 
@@ -115,9 +121,9 @@ class Stream {
 
   std::mutex queue_mutex_;
   std::condition_variable work_cv_;
-  std::vector<Task> ring_;         // indexed by sequence & mask
+  std::vector<Task> ring_;  // indexed by sequence & mask
   size_t mask_;
-  uint64_t head_ = 0;              // tasks taken by the executor
+  uint64_t head_ = 0;  // tasks taken by the executor
   std::atomic<uint64_t> enqueued_{0};
   bool executor_sleeping_ = false;
   bool stop_ = false;

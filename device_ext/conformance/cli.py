@@ -55,7 +55,9 @@ def _layouts(text: str) -> List[str]:
     chosen = [v.strip() for v in text.split(",") if v.strip()]
     unknown = set(chosen) - {opdb.STRIDED, *opdb.SPARSE_LAYOUTS}
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown layouts {sorted(unknown)}; choose from {opdb.STRIDED}, {', '.join(opdb.SPARSE_LAYOUTS)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown layouts {sorted(unknown)}; choose from {opdb.STRIDED}, {', '.join(opdb.SPARSE_LAYOUTS)}"
+        )
     return chosen
 
 
@@ -65,28 +67,99 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run PyTorch's OpInfo database on the device, compare every result with the CPU's, "
         "and report per op and dtype: pass, mismatch, missing kernel, error or skipped.",
     )
-    parser.add_argument("--dtypes", default="float32", help='comma-separated dtypes, or "all": every dtype the op supports on cuda or the CPU (default float32)')
-    parser.add_argument("--layouts", type=_layouts, default=[opdb.STRIDED, *opdb.SPARSE_LAYOUTS], metavar="LIST", help="input layouts: strided and the sparse ones the OpInfo supports (the sparse section; default all: " + ",".join((opdb.STRIDED,) + opdb.SPARSE_LAYOUTS) + ")")
-    parser.add_argument("--ops", action="append", default=[], metavar="REGEX", help="check only ops whose full name matches (searched, so a substring works); repeatable")
-    parser.add_argument("--exclude", action="append", default=[], metavar="REGEX", help="skip ops whose full name matches; repeatable")
+    parser.add_argument(
+        "--dtypes",
+        default="float32",
+        help='comma-separated dtypes, or "all": every dtype the op supports on cuda or the CPU (default float32)',
+    )
+    parser.add_argument(
+        "--layouts",
+        type=_layouts,
+        default=[opdb.STRIDED, *opdb.SPARSE_LAYOUTS],
+        metavar="LIST",
+        help="input layouts: strided and the sparse ones the OpInfo supports (the sparse section; default all: "
+        + ",".join((opdb.STRIDED,) + opdb.SPARSE_LAYOUTS)
+        + ")",
+    )
+    parser.add_argument(
+        "--ops",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="check only ops whose full name matches (searched, so a substring works); repeatable",
+    )
+    parser.add_argument(
+        "--exclude", action="append", default=[], metavar="REGEX", help="skip ops whose full name matches; repeatable"
+    )
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the full report as JSON")
     parser.add_argument("--markdown", type=Path, metavar="PATH", help="write the report as Markdown")
-    parser.add_argument("--min-pass-rate", type=_fraction, metavar="X", help="exit with status 1 when the op pass rate at the checked dtypes is below X (0.97 or 97%%)")
-    parser.add_argument("--max-samples", type=int, metavar="N", help="at most N sample inputs per op and dtype, evenly spread (default: all)")
-    parser.add_argument("--timeout-per-op", type=float, default=180.0, metavar="SECONDS", help="time limit for one op at one dtype; past it the op is an error and its worker is replaced (default 180)")
-    parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS, metavar="N", help=f"worker processes (default {DEFAULT_JOBS}: half the CPUs, as each worker keeps about two busy); 0 runs in this process, without time limits")
-    parser.add_argument("--variants", type=_variants, default=list(VARIANTS), metavar="LIST", help="call forms to check: function,inplace,out (default all; the function always runs)")
-    parser.add_argument("--inputs", choices=("sample", "reference"), default="sample", help="OpInfo sample inputs (default) or the larger reference inputs")
-    parser.add_argument("--samples-on-device", action="store_true", help="generate the sample inputs on the device (op.sample_inputs(device, dtype)) and copy them to the CPU, and also compare the outputs' strides: the output metadata check")
-    parser.add_argument("--modules", action="store_true", help="also check PyTorch's ModuleInfo database (torch.nn modules, inputs generated on the device; outputs' metadata incl. strides, and values), in this process; reported as ops named module:<name>")
-    parser.add_argument("--extra-ops", action="append", default=[], metavar="MODULE[:ATTR]", help="also check the OpInfos in this module or .py file (attribute op_db by default)")
+    parser.add_argument(
+        "--min-pass-rate",
+        type=_fraction,
+        metavar="X",
+        help="exit with status 1 when the op pass rate at the checked dtypes is below X (0.97 or 97%%)",
+    )
+    parser.add_argument(
+        "--max-samples",
+        type=int,
+        metavar="N",
+        help="at most N sample inputs per op and dtype, evenly spread (default: all)",
+    )
+    parser.add_argument(
+        "--timeout-per-op",
+        type=float,
+        default=180.0,
+        metavar="SECONDS",
+        help="time limit for one op at one dtype; past it the op is an error and its worker is replaced (default 180)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=DEFAULT_JOBS,
+        metavar="N",
+        help=f"worker processes (default {DEFAULT_JOBS}: half the CPUs, as each worker keeps about two busy); 0 runs in this process, without time limits",
+    )
+    parser.add_argument(
+        "--variants",
+        type=_variants,
+        default=list(VARIANTS),
+        metavar="LIST",
+        help="call forms to check: function,inplace,out (default all; the function always runs)",
+    )
+    parser.add_argument(
+        "--inputs",
+        choices=("sample", "reference"),
+        default="sample",
+        help="OpInfo sample inputs (default) or the larger reference inputs",
+    )
+    parser.add_argument(
+        "--samples-on-device",
+        action="store_true",
+        help="generate the sample inputs on the device (op.sample_inputs(device, dtype)) and copy them to the CPU, and also compare the outputs' strides: the output metadata check",
+    )
+    parser.add_argument(
+        "--modules",
+        action="store_true",
+        help="also check PyTorch's ModuleInfo database (torch.nn modules, inputs generated on the device; outputs' metadata incl. strides, and values), in this process; reported as ops named module:<name>",
+    )
+    parser.add_argument(
+        "--extra-ops",
+        action="append",
+        default=[],
+        metavar="MODULE[:ATTR]",
+        help="also check the OpInfos in this module or .py file (attribute op_db by default)",
+    )
     parser.add_argument("--device", default=DEVICE_NAME, help=argparse.SUPPRESS)
-    parser.add_argument("--list", action="store_true", help="list the (op, dtype) pairs that would be checked, and exit")
+    parser.add_argument(
+        "--list", action="store_true", help="list the (op, dtype) pairs that would be checked, and exit"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress output on stderr")
     return parser
 
 
-def _run_tasks(args: argparse.Namespace, selection: opdb.Selection, ops: Dict[str, Any], options: RunOptions) -> Tuple[List[TaskResult], Dict[str, Any]]:
+def _run_tasks(
+    args: argparse.Namespace, selection: opdb.Selection, ops: Dict[str, Any], options: RunOptions
+) -> Tuple[List[TaskResult], Dict[str, Any]]:
     """Every selected (op, dtype), in the database's order (not the order
     they finished in), and the description of the device they ran on."""
     progress = Progress(len(selection.tasks), enabled=not args.no_progress)
@@ -128,7 +201,9 @@ def _device_kernels_only() -> Iterator[None]:
 def _settings(args: argparse.Namespace, argv: Optional[List[str]]) -> Dict[str, Any]:
     """What the report must say about how it was made, to be reproducible."""
     return {
-        "command": shlex.join(["python", "-m", "device_ext.conformance"] + list(sys.argv[1:] if argv is None else argv)),
+        "command": shlex.join(
+            ["python", "-m", "device_ext.conformance"] + list(sys.argv[1:] if argv is None else argv)
+        ),
         "dtypes": args.dtypes,
         "ops": args.ops,
         "exclude": args.exclude,
@@ -172,7 +247,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
 
     options = RunOptions(
-        device=args.device, max_samples=args.max_samples, variants=tuple(args.variants), inputs=args.inputs,
+        device=args.device,
+        max_samples=args.max_samples,
+        variants=tuple(args.variants),
+        inputs=args.inputs,
         samples_on_device=args.samples_on_device,
     )
     started = time.monotonic()
@@ -183,8 +261,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_RUN_FAILED
     if args.modules:
-        module_dtypes = None if args.dtypes.strip() == opdb.ALL_DTYPES else [
-            opdb.parse_dtype(name) for name in args.dtypes.split(",") if name.strip()]
+        module_dtypes = (
+            None
+            if args.dtypes.strip() == opdb.ALL_DTYPES
+            else [opdb.parse_dtype(name) for name in args.dtypes.split(",") if name.strip()]
+        )
         results += modules.run_modules(args.ops, args.exclude, module_dtypes, options.device)
     seconds = time.monotonic() - started
 

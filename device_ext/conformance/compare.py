@@ -45,7 +45,11 @@ def _significant_strides(tensor: torch.Tensor) -> Tuple[Optional[int], ...]:
 
 
 def _compare_tensors(
-    expected: torch.Tensor, actual: torch.Tensor, tolerance_for: ToleranceFn, device_type: Optional[str], values: bool,
+    expected: torch.Tensor,
+    actual: torch.Tensor,
+    tolerance_for: ToleranceFn,
+    device_type: Optional[str],
+    values: bool,
     strides: bool = False,
 ) -> Optional[str]:
     if device_type is not None and not _same_device(expected, actual, device_type):
@@ -92,7 +96,13 @@ def _compare_scalars(expected: Any, actual: Any, tolerance_for: ToleranceFn, val
 
 
 def describe_difference(
-    expected: Any, actual: Any, tolerance_for: ToleranceFn, device_type: Optional[str], *, values: bool = True, what: str = "output",
+    expected: Any,
+    actual: Any,
+    tolerance_for: ToleranceFn,
+    device_type: Optional[str],
+    *,
+    values: bool = True,
+    what: str = "output",
     strides: bool = False,
 ) -> Optional[str]:
     """None when `actual` (the device's) matches `expected` (the CPU's);
@@ -161,7 +171,9 @@ def alias_signature(result: Any, inputs: Sequence[Any]) -> List[AliasInfo]:
 def _describe_alias(info: AliasInfo) -> str:
     identity, shared = info
     parts = [f"is argument {identity} itself" if identity >= 0 else "is not an argument"]
-    parts.append("shares memory with argument(s) " + ", ".join(map(str, shared)) if shared else "shares no argument's memory")
+    parts.append(
+        "shares memory with argument(s) " + ", ".join(map(str, shared)) if shared else "shares no argument's memory"
+    )
     return " and ".join(parts)
 
 

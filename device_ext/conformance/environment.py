@@ -19,6 +19,7 @@ def _git_revision() -> str:
     """The source revision, marked "+dirty" with uncommitted changes: a
     report from a working tree is not a report of the commit."""
     try:
+
         def git(*args: str) -> str:
             return subprocess.run(
                 ["git", *args], cwd=PACKAGE_DIR, capture_output=True, text=True, timeout=10, check=True
@@ -51,7 +52,12 @@ def device_description(device: str) -> Dict[str, Any]:
         for name in ("name", "total_memory", "multi_processor_count", "major", "minor")
         if hasattr(properties, name)
     }
-    return {"device": device, "device_count": module.device_count(), "properties": fields, "extension_build": extension_build()}
+    return {
+        "device": device,
+        "device_count": module.device_count(),
+        "properties": fields,
+        "extension_build": extension_build(),
+    }
 
 
 def run_description() -> Dict[str, Any]:

@@ -58,13 +58,15 @@ def selected_modules(patterns: Sequence[str], excludes: Sequence[str]) -> List[M
         return any(re.search(regex, name) for regex in regexes)
 
     return [
-        info for info in module_db
+        info
+        for info in module_db
         if (not patterns or matches(PREFIX + info.name, patterns)) and not matches(PREFIX + info.name, excludes)
     ]
 
 
-def _forward(info: ModuleInfo, module_input: Any, device: torch.device, dtype: torch.dtype, training: bool,
-             state: Optional[dict]) -> Any:
+def _forward(
+    info: ModuleInfo, module_input: Any, device: torch.device, dtype: torch.dtype, training: bool, state: Optional[dict]
+) -> Any:
     args, kwargs = module_input.constructor_input.args, module_input.constructor_input.kwargs
     if device == CPU:
         args, kwargs = _to_cpu(args), _to_cpu(kwargs)
@@ -92,11 +94,17 @@ def run_module(info: ModuleInfo, dtype: torch.dtype, device_name: str) -> TaskRe
         warnings.simplefilter("ignore")
         for training in (True, False):
             try:
-                inputs = info.module_inputs_func(info, device=device_name, dtype=dtype,
-                                                 requires_grad=False, training=training)
+                inputs = info.module_inputs_func(
+                    info, device=device_name, dtype=dtype, requires_grad=False, training=training
+                )
             except Exception as error:  # noqa: BLE001
-                tally.failed(classify_exception(error), "function", describe_exception(error), -1,
-                             "generating the module inputs on the device")
+                tally.failed(
+                    classify_exception(error),
+                    "function",
+                    describe_exception(error),
+                    -1,
+                    "generating the module inputs on the device",
+                )
                 continue
             for index, module_input in enumerate(inputs):
                 if module_input.forward_input is None:
@@ -116,8 +124,15 @@ def _describe(function_input: Any) -> str:
     return ", ".join([*map(str, args), *(f"{k}={v}" for k, v in kwargs.items())])
 
 
-def _check(info: ModuleInfo, module_input: Any, index: int, training: bool, device: torch.device,
-           dtype: torch.dtype, tally: Tally) -> None:
+def _check(
+    info: ModuleInfo,
+    module_input: Any,
+    index: int,
+    training: bool,
+    device: torch.device,
+    dtype: torch.dtype,
+    tally: Tally,
+) -> None:
     mode = "train" if training else "eval"
     summary = f"{mode}: {_describe(module_input.constructor_input)} -> {_describe(module_input.forward_input)}"[:240]
     try:
@@ -147,8 +162,9 @@ def _check(info: ModuleInfo, module_input: Any, index: int, training: bool, devi
         tally.passed()
 
 
-def run_modules(patterns: Sequence[str], excludes: Sequence[str], dtypes: Optional[Sequence[torch.dtype]],
-                device_name: str) -> List[TaskResult]:
+def run_modules(
+    patterns: Sequence[str], excludes: Sequence[str], dtypes: Optional[Sequence[torch.dtype]], device_name: str
+) -> List[TaskResult]:
     """Every selected module at every requested dtype it supports (dtypes
     None: all of them)."""
     return [

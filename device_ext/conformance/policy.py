@@ -64,7 +64,9 @@ def tolerances(op: OpInfo, device_type: str, dtype: torch.dtype, widened: bool =
     have other dtypes (indices, the real part of a complex op), so the
     tolerance is looked up by each output's own dtype."""
     overrides = [
-        d for d in _active_decorators(op, device_type, dtype, widened) if isinstance(d, (toleranceOverride, precisionOverride))
+        d
+        for d in _active_decorators(op, device_type, dtype, widened)
+        if isinstance(d, (toleranceOverride, precisionOverride))
     ]
 
     def tolerance_for(value_dtype: torch.dtype) -> Tolerance:

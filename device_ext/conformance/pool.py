@@ -68,7 +68,9 @@ def _signal_name(number: int) -> str:
 
 
 class WorkerPool:
-    def __init__(self, jobs: int, timeout_s: float, options: RunOptions, extra_ops: List[str], env: Dict[str, str]) -> None:
+    def __init__(
+        self, jobs: int, timeout_s: float, options: RunOptions, extra_ops: List[str], env: Dict[str, str]
+    ) -> None:
         self.jobs = max(1, jobs)
         self.timeout_s = timeout_s
         self.options = options
@@ -174,7 +176,9 @@ class WorkerPool:
         now = time.monotonic()
         for worker in list(self.workers):
             if not worker.ready and now > worker.started + STARTUP_TIMEOUT_S:
-                raise WorkerStartupError(f"a worker did not start within {STARTUP_TIMEOUT_S:.0f} s: {worker.last_output()}")
+                raise WorkerStartupError(
+                    f"a worker did not start within {STARTUP_TIMEOUT_S:.0f} s: {worker.last_output()}"
+                )
             if worker.task is not None and now > worker.deadline:
                 task = worker.task
                 on_result(

@@ -12,7 +12,13 @@ from .results import TaskResult
 FORMAT = "mydev-conformance/1"
 
 
-def build(environment: Dict[str, Any], settings: Dict[str, Any], summary: Dict[str, Any], results: List[TaskResult], seconds: float) -> Dict[str, Any]:
+def build(
+    environment: Dict[str, Any],
+    settings: Dict[str, Any],
+    summary: Dict[str, Any],
+    results: List[TaskResult],
+    seconds: float,
+) -> Dict[str, Any]:
     return {
         "format": FORMAT,
         "environment": environment,

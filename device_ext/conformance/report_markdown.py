@@ -63,7 +63,9 @@ def _summary(report: Dict[str, Any]) -> List[str]:
     if "float32_op_pass_rate" in summary:
         lines.append(f"- **Op pass rate at float32: {format_rate(summary['float32_op_pass_rate'])}**")
     lines.append(f"- (op, dtype) pair pass rate over the checked dtypes: {format_rate(summary['pair_pass_rate'])}")
-    lines.append(f"- Op pass rate over the checked dtypes (an op passes when all its dtypes pass): {format_rate(summary['op_pass_rate'])}")
+    lines.append(
+        f"- Op pass rate over the checked dtypes (an op passes when all its dtypes pass): {format_rate(summary['op_pass_rate'])}"
+    )
     lines.append(
         f"- {summary['ops']} ops, {summary['pairs']} (op, dtype) pairs checked; "
         f"{len(summary['not_applicable'])} selected ops support none of the requested dtypes on cuda or the CPU."
@@ -97,7 +99,9 @@ def _failures(results: List[TaskResult]) -> List[str]:
     lines += ["### By cause", "", "Failing pairs grouped by the shape of their first cause (details below).", ""]
     rows = [
         [status.value, len(group), ", ".join(sorted({f"{r.op}" for r in group})), group_key]
-        for (status, group_key), group in sorted(groups.items(), key=lambda item: (FAILURES.index(item[0][0]), -len(item[1])))
+        for (status, group_key), group in sorted(
+            groups.items(), key=lambda item: (FAILURES.index(item[0][0]), -len(item[1]))
+        )
     ]
     lines += _table(["status", "pairs", "ops", "cause"], rows)
     for status in FAILURES:
@@ -194,12 +198,24 @@ def render(report: Dict[str, Any], results: List[TaskResult]) -> str:
         "database run on mydev and compared with the CPU.",
         "",
     ]
-    sections = (_summary(report), _environment(report), _failures(results), _sparse_section(results), _skipped(results), _all_results(results, dtypes))
+    sections = (
+        _summary(report),
+        _environment(report),
+        _failures(results),
+        _sparse_section(results),
+        _skipped(results),
+        _all_results(results, dtypes),
+    )
     for section in sections:
         lines += section + [""]
     not_applicable = report["summary"]["not_applicable"]
     if not_applicable:
-        lines += ["## Not run", "", "Ops that support none of the requested dtypes on cuda or the CPU: " + ", ".join(not_applicable), ""]
+        lines += [
+            "## Not run",
+            "",
+            "Ops that support none of the requested dtypes on cuda or the CPU: " + ", ".join(not_applicable),
+            "",
+        ]
     return "\n".join(lines).rstrip() + "\n"
 
 

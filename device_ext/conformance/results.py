@@ -103,4 +103,3 @@ class TaskResult:
 def dtype_name(dtype: Any) -> str:
     """'float32' for torch.float32: the spelling reports and --dtypes use."""
     return str(dtype).replace("torch.", "")
-

@@ -107,7 +107,9 @@ def _synchronize(device: torch.device) -> None:
         torch.get_device_module(device.type).synchronize(device)
 
 
-def _execute(op: OpInfo, form: CallForm, sample: Sample, device: torch.device, template: Any, widen: Optional[Widening] = None) -> Outcome:
+def _execute(
+    op: OpInfo, form: CallForm, sample: Sample, device: torch.device, template: Any, widen: Optional[Widening] = None
+) -> Outcome:
     copy = replicate_sample(sample.input, device, sample.stay_on_cpu)
     if widen is not None:  # the CPU's reference at a dtype it lacks
         copy, template = widen.widen_sample(copy), widen.widen(template)
@@ -162,20 +164,31 @@ def _randomness(op: OpInfo, form: CallForm, sample: Sample, template: Any, widen
     return "random values (calls " + ", ".join(sorted(recorder.random_ops)) + ", tagged nondeterministic_seeded)"
 
 
-def _execute_on_cpu(op: OpInfo, form: CallForm, sample: Sample, template: Any, widen: Optional[Widening]) -> Tuple[Outcome, Optional[str]]:
+def _execute_on_cpu(
+    op: OpInfo, form: CallForm, sample: Sample, template: Any, widen: Optional[Widening]
+) -> Tuple[Outcome, Optional[str]]:
     """The CPU's reference run, and why its values are random if they are."""
     return _execute(op, form, sample, CPU, template, widen), _randomness(op, form, sample, template, widen)
 
 
 def _difference(
-    expected: Outcome, actual: Outcome, tolerance_for: policy.ToleranceFn, device_type: str, values: bool, strides: bool = False
+    expected: Outcome,
+    actual: Outcome,
+    tolerance_for: policy.ToleranceFn,
+    device_type: str,
+    values: bool,
+    strides: bool = False,
 ) -> Optional[str]:
     """How one call differs from the reference call, or None. Outputs
     first: a wrong shape also changes aliasing, and is the clearer cause."""
     return (
-        describe_difference(expected.processed, actual.processed, tolerance_for, device_type, values=values, strides=strides)
+        describe_difference(
+            expected.processed, actual.processed, tolerance_for, device_type, values=values, strides=strides
+        )
         # Where the arguments are is the caller's choice, not the op's.
-        or describe_difference(expected.arguments, actual.arguments, tolerance_for, None, values=values, what="argument")
+        or describe_difference(
+            expected.arguments, actual.arguments, tolerance_for, None, values=values, what="argument"
+        )
         or describe_alias_difference(expected.aliases, actual.aliases)
     )
 
@@ -264,15 +277,28 @@ class _OpCheck:
         return describe_difference(expected, got, self.tolerance_for, "cpu") is not None
 
     def _check_on_device(
-        self, sample: Sample, variant: str, form: CallForm, expected: Outcome, template: Any, not_comparable: Optional[str]
+        self,
+        sample: Sample,
+        variant: str,
+        form: CallForm,
+        expected: Outcome,
+        template: Any,
+        not_comparable: Optional[str],
     ) -> None:
         try:
             actual = _execute(self.op, form, sample, self.device, template)
             difference = _difference(
-                expected, actual, self.tolerance_for, self.device.type, values=not_comparable is None, strides=self.strides
+                expected,
+                actual,
+                self.tolerance_for,
+                self.device.type,
+                values=not_comparable is None,
+                strides=self.strides,
             )
         except Exception as error:  # noqa: BLE001  (any exception is a finding)
-            self.tally.failed(classify_exception(error), variant, describe_exception(error), sample.index, sample.summary())
+            self.tally.failed(
+                classify_exception(error), variant, describe_exception(error), sample.index, sample.summary()
+            )
             problem = device_problem(self.device)
             if problem is not None:
                 raise DeviceUnusable(problem) from error
@@ -282,7 +308,9 @@ class _OpCheck:
             # gives another (a nondeterministic CPU kernel).
             not_comparable = self._cpu_not_reproducible(sample, form, expected, template)
             if not_comparable is not None:
-                difference = _difference(expected, actual, self.tolerance_for, self.device.type, values=False, strides=self.strides)
+                difference = _difference(
+                    expected, actual, self.tolerance_for, self.device.type, values=False, strides=self.strides
+                )
         if difference is not None:
             self.tally.failed(Status.MISMATCH, variant, difference, sample.index, sample.summary())
         elif not_comparable is not None:
@@ -312,8 +340,12 @@ def run_op(op: OpInfo, dtype: torch.dtype, options: RunOptions = RunOptions(), l
         warnings.simplefilter("ignore")
         try:
             samples = select_samples(
-                op, dtype, options.max_samples, reference=options.inputs == "reference",
-                on_device=options.device if options.samples_on_device else None, layout=layout,
+                op,
+                dtype,
+                options.max_samples,
+                reference=options.inputs == "reference",
+                on_device=options.device if options.samples_on_device else None,
+                layout=layout,
             )
         except Exception as error:  # noqa: BLE001
             # Inputs are made on the CPU (unless samples_on_device): not the device's fault.

@@ -114,7 +114,11 @@ def _sparse_samples(op: OpInfo, dtype: torch.dtype, layout: str) -> List[SampleI
 
 
 def select_samples(
-    op: OpInfo, dtype: torch.dtype, limit: Optional[int] = None, reference: bool = False, on_device: Optional[str] = None,
+    op: OpInfo,
+    dtype: torch.dtype,
+    limit: Optional[int] = None,
+    reference: bool = False,
+    on_device: Optional[str] = None,
     layout: str = "strided",
 ) -> List[Sample]:
     """The samples to check with. `on_device`: generate them for that device

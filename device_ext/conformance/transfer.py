@@ -60,7 +60,9 @@ def _is_cpu_device(value: Any) -> bool:
     return isinstance(value, str) and _CPU_DEVICE_STRING.fullmatch(value) is not None
 
 
-def replicate_value(value: Any, device: torch.device, memo: _StorageMemo, stay_on_cpu: FrozenSet[int] = frozenset()) -> Any:
+def replicate_value(
+    value: Any, device: torch.device, memo: _StorageMemo, stay_on_cpu: FrozenSet[int] = frozenset()
+) -> Any:
     """`value` with every tensor copied to `device`, recursively through
     lists, tuples and dicts. Samples are generated on the CPU, so factory
     ops carry device="cpu": when the target is another device, CPU devices
@@ -84,7 +86,9 @@ def replicate_value(value: Any, device: torch.device, memo: _StorageMemo, stay_o
     return value
 
 
-def replicate_sample(sample: SampleInput, device: torch.device, stay_on_cpu: FrozenSet[int] = frozenset()) -> SampleInput:
+def replicate_sample(
+    sample: SampleInput, device: torch.device, stay_on_cpu: FrozenSet[int] = frozenset()
+) -> SampleInput:
     """A copy of `sample` whose tensors live on `device` (CPU included: the
     CPU reference runs on a copy too, since in-place variants mutate it),
     but for those whose id is in `stay_on_cpu`."""

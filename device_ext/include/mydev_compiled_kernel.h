@@ -30,15 +30,16 @@ typedef struct MydevCompiledKernelAbi {
   int version;
   // Where a kernel argument's data is. A tensor on the kernel's mydev device:
   // the address the kernel reaches its data at (the driver's
-  // mydevKernelPointer of its device address) in *device_pointer, returns 0. A one-element CPU tensor (a Python scalar
-  // Inductor passes as a 0-dim tensor): its value copied into host_value
-  // (capacity bytes), returns 1; the kernel reads the copy, as the tensor
-  // may be freed before the kernel runs. Anything else: -1, with a message
-  // naming `kernel` and `argument` in last_error().
+  // mydevKernelPointer of its device address) in *device_pointer, returns 0. A
+  // one-element CPU tensor (a Python scalar Inductor passes as a 0-dim tensor):
+  // its value copied into host_value (capacity bytes), returns 1; the kernel
+  // reads the copy, as the tensor may be freed before the kernel runs. Anything
+  // else: -1, with a message naming `kernel` and `argument` in last_error().
   // `device` is the device the kernel runs on: a mydev tensor elsewhere is
   // refused too.
-  int (*tensor_argument)(PyObject* tensor, const char* kernel, int argument, int device,
-                         void** device_pointer, void* host_value, int capacity);
+  int (*tensor_argument)(PyObject* tensor, const char* kernel, int argument,
+                         int device, void** device_pointer, void* host_value,
+                         int capacity);
   // The address a kernel reaches device pointer `device_pointer` at
   // (mydevKernelPointer): device pointers themselves are opaque to the host
   // and to kernels alike.
@@ -63,36 +64,48 @@ typedef struct MydevCompiledKernelAbi {
   // Extern kernels the C++ wrapper calls by name (Inductor's C shims for
   // mydev): ATen ops dispatched to mydev, stream-ordered like every op.
   // Return 0, or nonzero with the reason in last_error().
-  int (*mm_out)(MydevTensorHandle out, MydevTensorHandle self, MydevTensorHandle mat2);
-  int (*addmm_out)(MydevTensorHandle out, MydevTensorHandle self, MydevTensorHandle mat1,
-                   MydevTensorHandle mat2, double beta, double alpha);
-  int (*bmm_out)(MydevTensorHandle out, MydevTensorHandle self, MydevTensorHandle mat2);
-  int (*baddbmm_out)(MydevTensorHandle out, MydevTensorHandle self, MydevTensorHandle batch1,
-                     MydevTensorHandle batch2, double beta, double alpha);
-  int (*int_mm_out)(MydevTensorHandle out, MydevTensorHandle self, MydevTensorHandle mat2);
-  int (*convolution)(MydevTensorHandle input, MydevTensorHandle weight, MydevTensorHandle* bias,
-                     const int64_t* stride, int64_t stride_len, const int64_t* padding,
-                     int64_t padding_len, const int64_t* dilation, int64_t dilation_len,
-                     int32_t transposed, const int64_t* output_padding,
-                     int64_t output_padding_len, int64_t groups, MydevTensorHandle* result);
+  int (*mm_out)(MydevTensorHandle out, MydevTensorHandle self,
+                MydevTensorHandle mat2);
+  int (*addmm_out)(MydevTensorHandle out, MydevTensorHandle self,
+                   MydevTensorHandle mat1, MydevTensorHandle mat2, double beta,
+                   double alpha);
+  int (*bmm_out)(MydevTensorHandle out, MydevTensorHandle self,
+                 MydevTensorHandle mat2);
+  int (*baddbmm_out)(MydevTensorHandle out, MydevTensorHandle self,
+                     MydevTensorHandle batch1, MydevTensorHandle batch2,
+                     double beta, double alpha);
+  int (*int_mm_out)(MydevTensorHandle out, MydevTensorHandle self,
+                    MydevTensorHandle mat2);
+  int (*convolution)(MydevTensorHandle input, MydevTensorHandle weight,
+                     MydevTensorHandle* bias, const int64_t* stride,
+                     int64_t stride_len, const int64_t* padding,
+                     int64_t padding_len, const int64_t* dilation,
+                     int64_t dilation_len, int32_t transposed,
+                     const int64_t* output_padding, int64_t output_padding_len,
+                     int64_t groups, MydevTensorHandle* result);
   // Fused attention (csrc/aten/attention.cpp). Undefined results come back
   // as NULL handles.
-  int (*attention)(MydevTensorHandle query, MydevTensorHandle key, MydevTensorHandle value,
-                   MydevTensorHandle* attn_bias, double dropout_p, int32_t is_causal,
-                   int32_t return_debug_mask, double* scale, MydevTensorHandle* output,
-                   MydevTensorHandle* logsumexp, MydevTensorHandle* cum_seq_q,
-                   MydevTensorHandle* cum_seq_k, int64_t* max_q, int64_t* max_k,
-                   MydevTensorHandle* philox_seed, MydevTensorHandle* philox_offset,
+  int (*attention)(MydevTensorHandle query, MydevTensorHandle key,
+                   MydevTensorHandle value, MydevTensorHandle* attn_bias,
+                   double dropout_p, int32_t is_causal,
+                   int32_t return_debug_mask, double* scale,
+                   MydevTensorHandle* output, MydevTensorHandle* logsumexp,
+                   MydevTensorHandle* cum_seq_q, MydevTensorHandle* cum_seq_k,
+                   int64_t* max_q, int64_t* max_k,
+                   MydevTensorHandle* philox_seed,
+                   MydevTensorHandle* philox_offset,
                    MydevTensorHandle* debug_attn_mask);
   int (*attention_backward)(
-      MydevTensorHandle grad_out, MydevTensorHandle query, MydevTensorHandle key,
-      MydevTensorHandle value, MydevTensorHandle attn_bias, const int32_t* grad_input_mask,
-      int64_t grad_input_mask_len, MydevTensorHandle out, MydevTensorHandle logsumexp,
-      MydevTensorHandle cum_seq_q, MydevTensorHandle cum_seq_k, int64_t max_q, int64_t max_k,
+      MydevTensorHandle grad_out, MydevTensorHandle query,
+      MydevTensorHandle key, MydevTensorHandle value,
+      MydevTensorHandle attn_bias, const int32_t* grad_input_mask,
+      int64_t grad_input_mask_len, MydevTensorHandle out,
+      MydevTensorHandle logsumexp, MydevTensorHandle cum_seq_q,
+      MydevTensorHandle cum_seq_k, int64_t max_q, int64_t max_k,
       double dropout_p, int32_t is_causal, MydevTensorHandle philox_seed,
-      MydevTensorHandle philox_offset, double* scale, MydevTensorHandle* grad_query,
-      MydevTensorHandle* grad_key, MydevTensorHandle* grad_value,
-      MydevTensorHandle* grad_attn_bias);
+      MydevTensorHandle philox_offset, double* scale,
+      MydevTensorHandle* grad_query, MydevTensorHandle* grad_key,
+      MydevTensorHandle* grad_value, MydevTensorHandle* grad_attn_bias);
 } MydevCompiledKernelAbi;
 
 #ifdef __cplusplus
@@ -113,11 +126,12 @@ inline const MydevCompiledKernelAbi* import_abi() {
   const auto* table = static_cast<const MydevCompiledKernelAbi*>(
       PyCapsule_Import(MYDEV_COMPILED_KERNEL_ABI_CAPSULE, 0));
   if (table != nullptr && table->version != MYDEV_COMPILED_KERNEL_ABI_VERSION) {
-    PyErr_Format(PyExc_ImportError,
-                 "mydev compiled code built for kernel ABI %d, but device_ext._C "
-                 "provides %d; clear the Inductor cache (TORCHINDUCTOR_CACHE_DIR) "
-                 "and compile again",
-                 MYDEV_COMPILED_KERNEL_ABI_VERSION, table->version);
+    PyErr_Format(
+        PyExc_ImportError,
+        "mydev compiled code built for kernel ABI %d, but device_ext._C "
+        "provides %d; clear the Inductor cache (TORCHINDUCTOR_CACHE_DIR) "
+        "and compile again",
+        MYDEV_COMPILED_KERNEL_ABI_VERSION, table->version);
     return nullptr;
   }
   return table;
@@ -134,7 +148,9 @@ inline const MydevCompiledKernelAbi& abi() {
       PyErr_Fetch(&type, &value, &traceback);
       PyObject* text = value != nullptr ? PyObject_Str(value) : nullptr;
       const char* utf8 = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
-      failure = utf8 != nullptr ? utf8 : "cannot import " MYDEV_COMPILED_KERNEL_ABI_CAPSULE;
+      failure = utf8 != nullptr
+                    ? utf8
+                    : "cannot import " MYDEV_COMPILED_KERNEL_ABI_CAPSULE;
       Py_XDECREF(text);
       Py_XDECREF(type);
       Py_XDECREF(value);

@@ -10,8 +10,10 @@ from typing import Any, List, Optional, Union
 import torch
 
 from .. import _C
-from . import _debug  # noqa: F401  (torch.mydev._debug: latches for tests)
-from . import _utils  # noqa: F401  (used by torch.serialization)
+from . import (
+    _debug,  # noqa: F401  (torch.mydev._debug: latches for tests)
+    _utils,  # noqa: F401  (used by torch.serialization)
+)
 from ._device import (
     _exchange_device,
     _get_device_index,

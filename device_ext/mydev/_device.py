@@ -1,7 +1,7 @@
 """Device selection, availability and lazy initialisation."""
 
 import threading
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 import torch
 

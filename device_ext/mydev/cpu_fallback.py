@@ -14,7 +14,7 @@ from .. import _C
 
 
 def cpu_fallback_policy() -> str:
-    """"off", "warn" or "on"."""
+    """ "off", "warn" or "on"."""
     return _C._cpu_fallback_policy()
 
 

@@ -143,13 +143,9 @@ def _record_memory_history(
             f"(the legacy boolean form is not supported), got {enabled!r}"
         )
     if enabled not in _HISTORY_ENABLED:
-        raise ValueError(
-            f"_record_memory_history: enabled must be None, 'state' or 'all', got {enabled!r}"
-        )
+        raise ValueError(f"_record_memory_history: enabled must be None, 'state' or 'all', got {enabled!r}")
     if not isinstance(max_entries, int) or isinstance(max_entries, bool):
-        raise TypeError(
-            f"_record_memory_history: max_entries must be an int, got {max_entries!r}"
-        )
+        raise TypeError(f"_record_memory_history: max_entries must be an int, got {max_entries!r}")
     _lazy_init()
     _C._record_memory_history(
         enabled,

@@ -1,7 +1,6 @@
 """Streams and events: ``torch.Stream`` / ``torch.Event`` on mydev, which reach
 the driver through the C++ DeviceGuardImpl."""
 
-import contextlib
 from typing import Any, Optional, Union
 
 import torch
@@ -44,8 +43,7 @@ class Stream(torch.Stream):
 
     def __repr__(self) -> str:
         return (
-            f"<torch.mydev.Stream device=mydev:{self.device_index} "
-            f"stream_id={self.stream_id} priority={self.priority}>"
+            f"<torch.mydev.Stream device=mydev:{self.device_index} stream_id={self.stream_id} priority={self.priority}>"
         )
 
 

@@ -42,8 +42,7 @@ def check_activation(op: str, arg: str, t: object) -> None:
 
 def check_same_device(op: str, arg: str, t: torch.Tensor, ref_arg: str, ref: torch.Tensor) -> None:
     if t.device != ref.device:
-        raise RuntimeError(
-            f"{op}: {arg} must be on the same device as {ref_arg} ({ref.device}), got {t.device}")
+        raise RuntimeError(f"{op}: {arg} must be on the same device as {ref_arg} ({ref.device}), got {t.device}")
 
 
 def check_param_dtype(op: str, arg: str, t: torch.Tensor, x: torch.Tensor) -> None:
@@ -59,5 +58,4 @@ def check_like(op: str, arg: str, t: object, ref_arg: str, ref: torch.Tensor) ->
     if t.dtype != ref.dtype:
         raise TypeError(f"{op}: {arg} must have {ref_arg}'s dtype ({ref.dtype}), got {t.dtype}")
     if t.shape != ref.shape:
-        raise ValueError(f"{op}: {arg} must have {ref_arg}'s shape {shape_str(ref.shape)}, "
-                         f"got {shape_str(t.shape)}")
+        raise ValueError(f"{op}: {arg} must have {ref_arg}'s shape {shape_str(ref.shape)}, got {shape_str(t.shape)}")

@@ -28,8 +28,7 @@ def check_inputs(op: str, x: Tensor, weight: Tensor, eps: float) -> None:
     check_same_device(op, "weight", weight, "x", x)
     check_param_dtype(op, "weight", weight, x)
     if weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
-        raise ValueError(f"{op}: weight must have shape [hidden] = [{x.shape[-1]}], "
-                         f"got {shape_str(weight.shape)}")
+        raise ValueError(f"{op}: weight must have shape [hidden] = [{x.shape[-1]}], got {shape_str(weight.shape)}")
     if not eps >= 0:
         raise ValueError(f"{op}: eps must be >= 0, got {eps}")
 
@@ -73,9 +72,7 @@ def _backward(ctx, grad: Tensor):
     if grad.dtype != x.dtype:  # a caller-supplied gradient of another dtype
         grad = grad.to(x.dtype)
     grad_x, grad_weight = rms_norm_backward(grad, x, weight, ctx.eps)
-    return (grad_x if ctx.needs_input_grad[0] else None,
-            grad_weight if ctx.needs_input_grad[1] else None,
-            None)
+    return (grad_x if ctx.needs_input_grad[0] else None, grad_weight if ctx.needs_input_grad[1] else None, None)
 
 
 rms_norm.register_autograd(_backward, setup_context=_setup_context)

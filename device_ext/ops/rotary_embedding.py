@@ -34,8 +34,9 @@ MAX_DIMS = 9
 def check_inputs(op: str, x_name: str, x: Tensor, cos: Tensor, sin: Tensor) -> None:
     check_activation(op, x_name, x)
     if x.dim() < 2 or x.dim() > MAX_DIMS:
-        raise ValueError(f"{op}: {x_name} must have 2 to {MAX_DIMS} dimensions "
-                         f"[..., seq, head_dim], got a {x.dim()}-d tensor")
+        raise ValueError(
+            f"{op}: {x_name} must have 2 to {MAX_DIMS} dimensions [..., seq, head_dim], got a {x.dim()}-d tensor"
+        )
     head_dim = x.shape[-1]
     if head_dim % 2 != 0:
         raise ValueError(f"{op}: {x_name}'s last dimension (head_dim) must be even, got {head_dim}")
@@ -43,16 +44,22 @@ def check_inputs(op: str, x_name: str, x: Tensor, cos: Tensor, sin: Tensor) -> N
         check_activation(op, name, t)
         check_same_device(op, name, t, x_name, x)
         check_param_dtype(op, name, t, x)
-        broadcasts = 1 <= t.dim() <= x.dim() and t.shape[-1] == head_dim and all(
-            t.shape[-d] == 1 or t.shape[-d] == x.shape[-d] for d in range(1, t.dim() + 1))
+        broadcasts = (
+            1 <= t.dim() <= x.dim()
+            and t.shape[-1] == head_dim
+            and all(t.shape[-d] == 1 or t.shape[-d] == x.shape[-d] for d in range(1, t.dim() + 1))
+        )
         if not broadcasts:
             raise ValueError(
                 f"{op}: {name} must have shape [seq, head_dim] = [{x.shape[-2]}, {head_dim}] or "
                 f"another shape that broadcasts to {x_name}'s shape {shape_str(x.shape)} with "
-                f"head_dim last, got {shape_str(t.shape)}")
+                f"head_dim last, got {shape_str(t.shape)}"
+            )
     if sin.shape != cos.shape or sin.dtype != cos.dtype:
-        raise ValueError(f"{op}: sin must have cos's shape {shape_str(cos.shape)} and dtype "
-                         f"{cos.dtype}, got {shape_str(sin.shape)} {sin.dtype}")
+        raise ValueError(
+            f"{op}: sin must have cos's shape {shape_str(cos.shape)} and dtype "
+            f"{cos.dtype}, got {shape_str(sin.shape)} {sin.dtype}"
+        )
 
 
 @torch.library.custom_op(OP, mutates_args=(), device_types=(DEVICE_NAME, "cpu"))

@@ -62,8 +62,7 @@ def _backward(ctx, grad: Tensor):
     if grad.dtype != gate.dtype:
         grad = grad.to(gate.dtype)
     grad_gate, grad_up = swiglu_backward(grad, gate, up)
-    return (grad_gate if ctx.needs_input_grad[0] else None,
-            grad_up if ctx.needs_input_grad[1] else None)
+    return (grad_gate if ctx.needs_input_grad[0] else None, grad_up if ctx.needs_input_grad[1] else None)
 
 
 swiglu.register_autograd(_backward, setup_context=_setup_context)

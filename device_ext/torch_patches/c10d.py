@@ -110,14 +110,14 @@ def apply(c10d: ModuleType, backend_name: str) -> None:
     if original.__module__ == __name__:
         return
 
-    def _new_process_group_helper(group_size, group_rank, global_ranks_in_group, backend,
-                                  store, group_name, *args, **kwargs):
+    def _new_process_group_helper(
+        group_size, group_rank, global_ranks_in_group, backend, store, group_name, *args, **kwargs
+    ):
         backend = _default_spec(backend, backend_name)
         uses_mydev_backend = _uses_backend(backend, backend_name)
         if uses_mydev_backend:
             store = _fresh_keys(store, group_name)
-        result = original(group_size, group_rank, global_ranks_in_group, backend,
-                          store, group_name, *args, **kwargs)
+        result = original(group_size, group_rank, global_ranks_in_group, backend, store, group_name, *args, **kwargs)
         pg = result[0] if isinstance(result, tuple) else result
         if uses_mydev_backend:
             _set_custom_default_backend(pg)

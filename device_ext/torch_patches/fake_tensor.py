@@ -38,14 +38,14 @@ def _select_conv_backend_like_the_cpu(select_conv_backend: Callable[..., Any]) -
 def _cpu_stand_in(tensor: torch.Tensor) -> torch.Tensor:
     with torch._subclasses.fake_tensor.unset_fake_temporarily():
         return torch.empty_strided(
-            tuple(int(s) for s in tensor.shape), tuple(int(s) for s in tensor.stride()),
-            dtype=tensor.dtype, device="cpu",
+            tuple(int(s) for s in tensor.shape),
+            tuple(int(s) for s in tensor.stride()),
+            dtype=tensor.dtype,
+            device="cpu",
         )
 
 
 def apply() -> None:
     """Installs the adjustment (idempotent)."""
     if getattr(torch._C._select_conv_backend, "__module__", None) != __name__:
-        torch._C._select_conv_backend = _select_conv_backend_like_the_cpu(
-            torch._C._select_conv_backend
-        )
+        torch._C._select_conv_backend = _select_conv_backend_like_the_cpu(torch._C._select_conv_backend)

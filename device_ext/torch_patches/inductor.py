@@ -43,9 +43,7 @@ def _treat_mydev_as_cpp_codegen(
     # SIMD kernels: with kernel_language="triton" mydev nodes get all three.)
     def is_cpu_or_mydev(node: scheduler.BaseSchedulerNode) -> bool:
         device = node.get_device()
-        return is_cpu(node) or (
-            device is not None and device.type == DEVICE_NAME and kernel_language() == "cpp"
-        )
+        return is_cpu(node) or (device is not None and device.type == DEVICE_NAME and kernel_language() == "cpp")
 
     is_cpu_or_mydev.__wrapped__ = is_cpu  # type: ignore[attr-defined]
     return is_cpu_or_mydev
@@ -140,7 +138,7 @@ def apply(kernel_language: Callable[[], str]) -> None:
     if not _applied(utils.get_current_backend):
         replacement = _report_mydev_kernel_language(utils.get_current_backend, kernel_language)
         for name in GET_CURRENT_BACKEND_USERS:
-            setattr(importlib.import_module(name), "get_current_backend", replacement)
+            importlib.import_module(name).get_current_backend = replacement
     # How the C++ wrapper names the device type in generated code (the
     # PrivateUse1 key); cpp_wrapper=True fails without an entry, and the
     # table has no registration function.

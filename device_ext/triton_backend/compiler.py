@@ -64,7 +64,6 @@ _OPTION_NAMES = {option.name for option in fields(MydevOptions)}
 
 
 class MydevBackend(BaseBackend):
-
     @staticmethod
     def supports_target(target: GPUTarget) -> bool:
         return target.backend == BACKEND_NAME

@@ -30,9 +30,21 @@ _MAX_THREADS_PER_PROGRAM = 1024
 _MAX_SHARED_MEMORY = 64 * 1024
 
 _CPP_TYPES = {
-    "i1": "int8_t", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
-    "u1": "uint8_t", "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t",
-    "fp16": "double", "bf16": "double", "fp32": "double", "f32": "double", "fp64": "double",
+    "i1": "int8_t",
+    "i8": "int8_t",
+    "i16": "int16_t",
+    "i32": "int32_t",
+    "i64": "int64_t",
+    "u1": "uint8_t",
+    "u8": "uint8_t",
+    "u16": "uint16_t",
+    "u32": "uint32_t",
+    "u64": "uint64_t",
+    "fp16": "double",
+    "bf16": "double",
+    "fp32": "double",
+    "f32": "double",
+    "fp64": "double",
 }
 
 
@@ -49,7 +61,6 @@ class LoadedKernel:
 
 
 class MydevUtils:
-
     @staticmethod
     def load_binary(name: str, binary: bytes, shared: int, device: int) -> Tuple[Any, Any, int, int, int]:
         kernel = LoadedKernel(name, device)
@@ -73,8 +84,13 @@ class MydevUtils:
         }
 
 
-def benchmark(kernel_call: Callable[[], Any], quantiles: Optional[Sequence[float]] = None,
-              warmup: int = 1, repeat: int = 3, **_ignored: Any) -> Any:
+def benchmark(
+    kernel_call: Callable[[], Any],
+    quantiles: Optional[Sequence[float]] = None,
+    warmup: int = 1,
+    repeat: int = 3,
+    **_ignored: Any,
+) -> Any:
     """Triton's benchmarker contract (autotuning): milliseconds per call,
     timed with mydev events on the current stream. Few repetitions: the
     simulator's timings are of an interpreter, not worth a long average."""
@@ -100,7 +116,6 @@ def _mydev_available() -> bool:
 
 
 class MydevDriver(DriverBase):
-
     def __init__(self) -> None:
         from .launcher import MydevLauncher
 
@@ -119,8 +134,7 @@ class MydevDriver(DriverBase):
             return True
         from triton.backends import backends
 
-        return not any(backend.driver.is_active()
-                       for backend in backends.values() if backend.driver is not MydevDriver)
+        return not any(backend.driver.is_active() for backend in backends.values() if backend.driver is not MydevDriver)
 
     def get_current_stream(self, device: Optional[int] = None) -> int:
         if device is None:

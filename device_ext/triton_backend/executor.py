@@ -111,22 +111,26 @@ def _patch_libdevice(kernel: JITFunction, patches: _Patches) -> None:
     # `from triton.language.extra.libdevice import exp` put the stub itself
     # into the kernel's globals.
     for key, value in list(kernel.fn.__globals__.items()):
-        if getattr(value, "__module__", None) in libdevice.LIBDEVICE_MODULE_NAMES \
-                and getattr(value, "__name__", None) in libdevice.FUNCTIONS:
+        if (
+            getattr(value, "__module__", None) in libdevice.LIBDEVICE_MODULE_NAMES
+            and getattr(value, "__name__", None) in libdevice.FUNCTIONS
+        ):
             extern = getattr(libdevice, value.__name__)
-            patches.set_item(kernel.fn.__globals__, key,
-                             lambda *args, _extern=extern, **kwargs: _extern(
-                                 *args, _semantic=interpreter.interpreter_semantic))
+            patches.set_item(
+                kernel.fn.__globals__,
+                key,
+                lambda *args, _extern=extern, **kwargs: _extern(*args, _semantic=interpreter.interpreter_semantic),
+            )
 
 
-def _kernel_side(pointers: TensorHandle, mask: Optional[TensorHandle], ranges: MemoryRanges,
-                 access: str) -> TensorHandle:
+def _kernel_side(
+    pointers: TensorHandle, mask: Optional[TensorHandle], ranges: MemoryRanges, access: str
+) -> TensorHandle:
     """``pointers`` (device addresses) at their kernel-side addresses, after
     checking that every access the mask enables lies inside a tensor
     argument."""
     addresses = pointers.data
-    enabled = np.ones(addresses.shape, dtype=bool) if mask is None \
-        else np.broadcast_to(mask.data, addresses.shape)
+    enabled = np.ones(addresses.shape, dtype=bool) if mask is None else np.broadcast_to(mask.data, addresses.shape)
     width = max(1, pointers.get_element_ty().primitive_bitwidth // 8)
     translated = addresses.astype(np.uint64)  # a copy
     inside = np.zeros(addresses.shape, dtype=bool)
@@ -137,8 +141,10 @@ def _kernel_side(pointers: TensorHandle, mask: Optional[TensorHandle], ranges: M
     outside = enabled & ~inside
     if outside.any():
         first = int(addresses[outside].reshape(-1)[0])
-        raise IndexError(f"{access} of {width} bytes at 0x{first:x} is outside every tensor argument "
-                         f"({np.count_nonzero(outside)} element(s) out of bounds; a missing mask?)")
+        raise IndexError(
+            f"{access} of {width} bytes at 0x{first:x} is outside every tensor argument "
+            f"({np.count_nonzero(outside)} element(s) out of bounds; a missing mask?)"
+        )
     return TensorHandle(translated, pointers.dtype)
 
 
@@ -154,8 +160,7 @@ def _patch_builder(ranges: MemoryRanges, patches: _Patches) -> None:
         return store(_kernel_side(pointers, mask, ranges, "store"), value, mask, cache_policy)
 
     def create_atomic_rmw(operation, pointers, value, mask, semantic, scope):
-        return atomic_rmw(operation, _kernel_side(pointers, mask, ranges, "atomic"), value, mask, semantic,
-                          scope)
+        return atomic_rmw(operation, _kernel_side(pointers, mask, ranges, "atomic"), value, mask, semantic, scope)
 
     def create_atomic_cas(pointers, compare, value, semantic, scope):
         return atomic_cas(_kernel_side(pointers, None, ranges, "atomic"), compare, value, semantic, scope)
@@ -164,11 +169,13 @@ def _patch_builder(ranges: MemoryRanges, patches: _Patches) -> None:
         result = libdevice.evaluate(symbol, [arg.data for arg in args], interpreter._get_np_dtype(result_type.scalar))
         return TensorHandle(result, result_type.scalar)
 
-    for name, replacement in (("create_masked_load", create_masked_load),
-                              ("create_masked_store", create_masked_store),
-                              ("create_atomic_rmw", create_atomic_rmw),
-                              ("create_atomic_cas", create_atomic_cas),
-                              ("create_extern_elementwise", create_extern_elementwise)):
+    for name, replacement in (
+        ("create_masked_load", create_masked_load),
+        ("create_masked_store", create_masked_store),
+        ("create_atomic_rmw", create_atomic_rmw),
+        ("create_atomic_cas", create_atomic_cas),
+        ("create_extern_elementwise", create_extern_elementwise),
+    ):
         patches.set_attr(builder, name, replacement)
 
 
@@ -207,8 +214,12 @@ def _patch_bfloat16_arithmetic(patches: _Patches) -> None:
         result = dot(_as_float32(a), _as_float32(b), _as_float32(d), input_precision, max_num_imprecise_acc)
         return rounded_back(result, d.dtype.scalar == tl.bfloat16)
 
-    for name, replacement in (("binary_op", bf16_binary_op), ("unary_op", bf16_unary_op),
-                              ("create_fma", bf16_fma), ("create_dot", bf16_dot)):
+    for name, replacement in (
+        ("binary_op", bf16_binary_op),
+        ("unary_op", bf16_unary_op),
+        ("create_fma", bf16_fma),
+        ("create_dot", bf16_dot),
+    ):
         patches.set_attr(builder, name, replacement)
 
 
@@ -226,8 +237,9 @@ def _interpreting(kernel: JITFunction, ranges: MemoryRanges) -> Iterator[None]:
         patches.restore()
 
 
-def execute(kernel: JITFunction, name: str, grid: Tuple[int, int, int], args: Sequence[Any],
-            ranges: MemoryRanges) -> None:
+def execute(
+    kernel: JITFunction, name: str, grid: Tuple[int, int, int], args: Sequence[Any], ranges: MemoryRanges
+) -> None:
     """Runs every program of ``grid`` with ``args`` (one per kernel
     parameter, constexprs included, as Triton's launchers receive them)."""
     with _execution_lock, _interpreting(kernel, ranges):
@@ -246,4 +258,5 @@ def execute(kernel: JITFunction, name: str, grid: Tuple[int, int, int], args: Se
                     except Exception as error:
                         raise TritonKernelError(
                             f"Triton kernel '{name}' failed on mydev in program ({x}, {y}, {z}) of grid "
-                            f"{tuple(grid)}: {type(error).__name__}: {error}") from error
+                            f"{tuple(grid)}: {type(error).__name__}: {error}"
+                        ) from error

@@ -40,12 +40,14 @@ def _memory_ranges(kernel: JITFunction, name: str, args: Tuple[Any, ...], device
         if value.device.type != DEVICE_NAME:
             raise ValueError(
                 f"Triton kernel '{name}': argument '{param_name}' is a {value.device} tensor, but the "
-                f"kernel runs on mydev:{device}; pass mydev tensors (e.g. x.to('mydev:{device}'))")
+                f"kernel runs on mydev:{device}; pass mydev tensors (e.g. x.to('mydev:{device}'))"
+            )
         if value.device.index != device:
             raise ValueError(
                 f"Triton kernel '{name}': argument '{param_name}' is on {value.device}, but the kernel "
                 f"runs on mydev:{device} (the current device); launch it under "
-                f"torch.mydev.device({value.device.index})")
+                f"torch.mydev.device({value.device.index})"
+            )
         storage = value.untyped_storage()
         start = storage.data_ptr()
         ranges.append((start, start + storage.nbytes(), _C._kernel_pointer(start) - start))
@@ -56,22 +58,34 @@ def _memory_ranges(kernel: JITFunction, name: str, args: Tuple[Any, ...], device
 
 
 class MydevLauncher:
-
     def __init__(self, src: Any, metadata: Any) -> None:
         kernel = getattr(src, "fn", None)
         if not isinstance(kernel, JITFunction):
             raise NotImplementedError(
                 f"Triton kernel '{metadata.name}': the mydev simulator executes kernels compiled from "
-                "their Python source (triton.compile of an ASTSource / @triton.jit), not from IR files")
+                "their Python source (triton.compile of an ASTSource / @triton.jit), not from IR files"
+            )
         self._kernel = kernel
         self._name = metadata.name
 
-    def __call__(self, grid_x: int, grid_y: int, grid_z: int, stream: int, function: Any,
-                 packed_metadata: Any, launch_metadata: Any, enter_hook: LaunchHook, exit_hook: LaunchHook,
-                 *args: Any) -> None:
+    def __call__(
+        self,
+        grid_x: int,
+        grid_y: int,
+        grid_z: int,
+        stream: int,
+        function: Any,
+        packed_metadata: Any,
+        launch_metadata: Any,
+        enter_hook: LaunchHook,
+        exit_hook: LaunchHook,
+        *args: Any,
+    ) -> None:
         if len(args) != len(self._kernel.params):
-            raise TypeError(f"Triton kernel '{self._name}' takes {len(self._kernel.params)} arguments "
-                            f"(constexprs included), got {len(args)}")
+            raise TypeError(
+                f"Triton kernel '{self._name}' takes {len(self._kernel.params)} arguments "
+                f"(constexprs included), got {len(args)}"
+            )
         device = _C._stream_device(stream)
         ranges = _memory_ranges(self._kernel, self._name, args, device)
         grid = (grid_x, grid_y, grid_z)
@@ -80,6 +94,7 @@ class MydevLauncher:
         if enter_hook is not None:
             enter_hook(launch_metadata)
         _C._run_in_stream_order(
-            stream, self._name, lambda: executor.execute(self._kernel, self._name, grid, args, ranges))
+            stream, self._name, lambda: executor.execute(self._kernel, self._name, grid, args, ranges)
+        )
         if exit_hook is not None:
             exit_hook(launch_metadata)

@@ -72,22 +72,49 @@ def _fma(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
 
 
 _UNARY: Dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "exp": np.exp, "exp2": np.exp2, "exp10": lambda x: np.power(x.dtype.type(10), x),
-    "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "expm1": np.expm1,
-    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "cbrt": np.cbrt,
-    "sin": np.sin, "cos": np.cos, "tan": np.tan,
-    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
-    "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
-    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
-    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
-    "round": _round_half_away, "rint": np.rint, "nearbyint": np.rint,
-    "erf": _with_torch(torch.special.erf), "erfc": _with_torch(torch.special.erfc),
-    "erfinv": _with_torch(torch.special.erfinv), "lgamma": _with_torch(torch.lgamma),
+    "exp": np.exp,
+    "exp2": np.exp2,
+    "exp10": lambda x: np.power(x.dtype.type(10), x),
+    "log": np.log,
+    "log2": np.log2,
+    "log10": np.log10,
+    "log1p": np.log1p,
+    "expm1": np.expm1,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x),
+    "cbrt": np.cbrt,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "tanh": np.tanh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "trunc": np.trunc,
+    "round": _round_half_away,
+    "rint": np.rint,
+    "nearbyint": np.rint,
+    "erf": _with_torch(torch.special.erf),
+    "erfc": _with_torch(torch.special.erfc),
+    "erfinv": _with_torch(torch.special.erfinv),
+    "lgamma": _with_torch(torch.lgamma),
 }
 
 _BINARY: Dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "atan2": np.arctan2, "fmod": np.fmod, "copysign": np.copysign, "hypot": np.hypot,
-    "nextafter": np.nextafter, "fmin": np.fmin, "fmax": np.fmax,
+    "atan2": np.arctan2,
+    "fmod": np.fmod,
+    "copysign": np.copysign,
+    "hypot": np.hypot,
+    "nextafter": np.nextafter,
+    "fmin": np.fmin,
+    "fmax": np.fmax,
 }
 
 FUNCTIONS: Dict[str, MathFunction] = {
@@ -114,7 +141,8 @@ def _call(name: str, args: List[object], _semantic: object) -> core.tensor:
         accepted = " or ".join("(" + ", ".join(map(str, types)) + ")" for types in function.signatures)
         raise TypeError(
             f"libdevice.{name} takes {accepted}, got ({', '.join(map(str, given))}); "
-            "convert the arguments first, e.g. x.to(tl.float32)")
+            "convert the arguments first, e.g. x.to(tl.float32)"
+        )
     symbols = {types: (name, result) for types, result in function.signatures.items()}
     result = core.extern_elementwise("mydev", "", tensors, symbols, is_pure=True, _semantic=_semantic)
     return result.to(core.int1, _semantic=_semantic) if function.predicate else result
@@ -123,14 +151,18 @@ def _call(name: str, args: List[object], _semantic: object) -> core.tensor:
 def _define(name: str, arity: int) -> Callable[..., core.tensor]:
     # Fixed arities: Triton binds builtin calls against the signature.
     if arity == 1:
+
         def extern(arg0, _semantic=None):
             return _call(name, [arg0], _semantic)
     elif arity == 2:
+
         def extern(arg0, arg1, _semantic=None):
             return _call(name, [arg0, arg1], _semantic)
     else:
+
         def extern(arg0, arg1, arg2, _semantic=None):
             return _call(name, [arg0, arg1, arg2], _semantic)
+
     extern.__name__ = extern.__qualname__ = name
     extern.__module__ = __name__
     return core.extern(extern)

@@ -51,13 +51,13 @@ void record(bool ok, const char* file, int line, const std::string& what) {
 
 #define CHECK(cond) record(bool(cond), __FILE__, __LINE__, #cond)
 
-#define CHECK_STATUS(expr, expected)                                      \
-  do {                                                                    \
-    const mydevError_t status_ = (expr);                                  \
-    record(status_ == (expected), __FILE__, __LINE__,                     \
-           std::string(#expr) + " returned " + std::to_string(status_) +  \
-               " (" + mydevGetLastErrorMessage() + "), expected " +       \
-               #expected);                                                \
+#define CHECK_STATUS(expr, expected)                                     \
+  do {                                                                   \
+    const mydevError_t status_ = (expr);                                 \
+    record(status_ == (expected), __FILE__, __LINE__,                    \
+           std::string(#expr) + " returned " + std::to_string(status_) + \
+               " (" + mydevGetLastErrorMessage() + "), expected " +      \
+               #expected);                                               \
   } while (0)
 
 #define CHECK_OK(expr) CHECK_STATUS(expr, mydevSuccess)
@@ -140,8 +140,8 @@ int run_child(const std::string& mode, const std::vector<std::string>& env,
   }
   const auto start = Clock::now();
   pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr,
-                                  argv, envp.data());
+  const int spawned =
+      posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv, envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) return -1;
   int status = 0;
@@ -174,8 +174,8 @@ int child_launch_blocking() {
   CHECK_OK(mydevMalloc(&device, 4096, 0));
   CHECK_OK(launch(stream, "slow", [] { sleep_ms(30); }));
   std::memset(host, 7, 4096);
-  CHECK_OK(mydevMemcpyAsync(device, host, 4096, mydevMemcpyHostToDevice,
-                            stream));
+  CHECK_OK(
+      mydevMemcpyAsync(device, host, 4096, mydevMemcpyHostToDevice, stream));
   CHECK(mydevStreamQuery(stream) == mydevSuccess);
   CHECK_OK(mydevFree(device));
   CHECK_OK(mydevHostFree(host));
@@ -201,10 +201,9 @@ int child_defaults() {
   size_t free_bytes = 0;
   size_t total = 0;
   CHECK_OK(mydevMemGetInfo(0, &free_bytes, &total));
-  const size_t ram = size_t(sysconf(_SC_PHYS_PAGES)) *
-                     size_t(sysconf(_SC_PAGE_SIZE));
-  const size_t expected =
-      std::max<size_t>(ram / 4 / 2 >> 20, 256) << 20;
+  const size_t ram =
+      size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGE_SIZE));
+  const size_t expected = std::max<size_t>(ram / 4 / 2 >> 20, 256) << 20;
   CHECK(total == expected);
   CHECK(free_bytes == total);
   return g_failed;
@@ -282,7 +281,8 @@ int child_ipc() {
     mydevDeviceProp prop{};
     CHECK_OK(mydevGetDeviceProperties(&prop, 0));
     CHECK(prop.canMapPeerMemory == 0);
-    CHECK_STATUS(mydevIpcOpenMemHandle(&ptr, handle), mydevErrorPeerAccessUnsupported);
+    CHECK_STATUS(mydevIpcOpenMemHandle(&ptr, handle),
+                 mydevErrorPeerAccessUnsupported);
     CHECK(last_message_has("cannot map peer memory"));
     return g_failed;
   }
@@ -325,7 +325,8 @@ int child_host_dereference() {
   void* device = nullptr;
   CHECK_OK(mydevMalloc(&device, 1 << 20, 1));
   volatile char* bytes = static_cast<volatile char*>(device) + 4096;
-  std::fprintf(stderr, "pointer %p\n", static_cast<void*>(const_cast<char*>(bytes)));
+  std::fprintf(stderr, "pointer %p\n",
+               static_cast<void*>(const_cast<char*>(bytes)));
   std::fflush(stderr);
   if (std::getenv("DEREFERENCE_WRITE") != nullptr) {
     bytes[0] = 1;
@@ -351,8 +352,9 @@ int child_illegal_address() {
   }));
   CHECK_STATUS(mydevDeviceSynchronize(0), mydevErrorIllegalAddress);
   CHECK(finished == 1);
-  CHECK(last_message_has("an illegal memory access was encountered: kernel "
-                         "'read_freed' on mydev:0 touched device address"));
+  CHECK(
+      last_message_has("an illegal memory access was encountered: kernel "
+                       "'read_freed' on mydev:0 touched device address"));
   char expected[64];
   std::snprintf(expected, sizeof expected, "%p",
                 static_cast<void*>(static_cast<char*>(freed) + 100));
@@ -367,8 +369,9 @@ int child_illegal_address() {
     bytes[0x40] = 1;
   }));
   CHECK_STATUS(mydevDeviceSynchronize(1), mydevErrorIllegalAddress);
-  CHECK(last_message_has("kernel 'write_near_null' on mydev:1 touched "
-                         "address 0x40, which is not a device address"));
+  CHECK(
+      last_message_has("kernel 'write_near_null' on mydev:1 touched "
+                       "address 0x40, which is not a device address"));
   return g_failed;
 }
 
@@ -388,9 +391,8 @@ void test_address_space() {
   // Host pointers have no kernel-side memory.
   int local = 0;
   CHECK(mydevKernelPointer(&local) != &local);
-  CHECK_OK(launch(default_stream(0), "write", [=] {
-    std::memset(mydevKernelPointer(a), 0x42, 1 << 20);
-  }));
+  CHECK_OK(launch(default_stream(0), "write",
+                  [=] { std::memset(mydevKernelPointer(a), 0x42, 1 << 20); }));
   std::vector<unsigned char> back(1 << 20);
   CHECK_OK(mydevMemcpy(back.data(), a, back.size(), mydevMemcpyDeviceToHost,
                        default_stream(0)));
@@ -419,7 +421,8 @@ void test_address_space() {
     const size_t printed = text.find("pointer ");
     const size_t end = text.find('\n', printed);
     CHECK(printed != std::string::npos &&
-          text.find("device pointer " + text.substr(printed + 8, end - printed - 8)) !=
+          text.find("device pointer " +
+                    text.substr(printed + 8, end - printed - 8)) !=
               std::string::npos);
   }
   std::remove(log);
@@ -464,8 +467,8 @@ void test_virtual_memory() {
     std::memset(mydevKernelPointer(base + 2 * granularity), 9, 2 * granularity);
   }));
   std::vector<unsigned char> back(4 * granularity);
-  CHECK_OK(mydevMemcpy(back.data(), base, back.size(),
-                       mydevMemcpyDeviceToHost, default_stream(0)));
+  CHECK_OK(mydevMemcpy(back.data(), base, back.size(), mydevMemcpyDeviceToHost,
+                       default_stream(0)));
   CHECK(back[0] == 7 && back[2 * granularity - 1] == 7 &&
         back[2 * granularity] == 9 && back.back() == 9);
   CHECK_STATUS(mydevMemAddressFree(base, 8 * granularity),
@@ -492,12 +495,12 @@ void test_virtual_memory() {
   CHECK_OK(mydevMemsetAsync(large, 1, 200 * mib, default_stream(0)));
   CHECK_OK(mydevStreamSynchronize(default_stream(0)));
   CHECK_STATUS(mydevMalloc(&first, 100 * mib, 0), mydevErrorMemoryAllocation);
-  CHECK(last_message_has("mydev:0 out of memory: tried to allocate 104857600 "
-                         "bytes"));
+  CHECK(
+      last_message_has("mydev:0 out of memory: tried to allocate 104857600 "
+                       "bytes"));
   CHECK_OK(mydevFree(large));
   CHECK_OK(mydevFree(small));
 }
-
 
 void test_devices() {
   int count = 0;
@@ -599,8 +602,9 @@ void test_malloc_free() {
 
   // Out of memory, with the device's numbers.
   CHECK_STATUS(mydevMalloc(&p, capacity + 1, 0), mydevErrorMemoryAllocation);
-  CHECK(last_message_has("mydev:0 out of memory: tried to allocate 268435457 "
-                         "bytes; 268435456 bytes free of 268435456 total"));
+  CHECK(
+      last_message_has("mydev:0 out of memory: tried to allocate 268435457 "
+                       "bytes; 268435456 bytes free of 268435456 total"));
   CHECK_STATUS(mydevMalloc(&p, SIZE_MAX, 0), mydevErrorMemoryAllocation);
 
   // Fill the device in 1 MiB blocks, fragment it, then coalesce it back.
@@ -769,7 +773,7 @@ void test_events() {
   CHECK_STATUS(mydevEventCreate(&untimed, 64), mydevErrorInvalidValue);
   CHECK_STATUS(mydevEventQuery(nullptr), mydevErrorInvalidHandle);
 
-  CHECK_OK(mydevEventQuery(start));        // never recorded
+  CHECK_OK(mydevEventQuery(start));  // never recorded
   CHECK_OK(mydevEventSynchronize(start));
   float ms = -1;
   CHECK_STATUS(mydevEventElapsedTime(&ms, start, end), mydevErrorInvalidValue);
@@ -879,30 +883,31 @@ void test_kernel_failure() {
     throw std::runtime_error("index 7 is out of bounds");
   }));
   CHECK_OK(launch(stream, "after", [&] { after = 1; }));
-  CHECK_OK(mydevLaunchKernel(stream, "second_failure",
-                             [](void*) { throw 42; }, nullptr));
+  CHECK_OK(mydevLaunchKernel(
+      stream, "second_failure", [](void*) { throw 42; }, nullptr));
   // A query neither waits for nor reports the failure.
   while (mydevStreamQuery(stream) == mydevErrorNotReady) sleep_ms(1);
   CHECK_STATUS(mydevStreamSynchronize(stream), mydevErrorLaunchFailure);
   // The first failure, and a count of the later ones it hides.
-  CHECK(std::string(mydevGetLastErrorMessage()) ==
-        "kernel 'aten::boom' failed on mydev:0: index 7 is out of bounds (and 1 "
-        "more kernel failure on mydev:0 after it, before this report)");
+  CHECK(
+      std::string(mydevGetLastErrorMessage()) ==
+      "kernel 'aten::boom' failed on mydev:0: index 7 is out of bounds (and 1 "
+      "more kernel failure on mydev:0 after it, before this report)");
   CHECK(after == 1);
   CHECK_OK(mydevStreamSynchronize(stream));  // reported once, then cleared
 
   // The stream stays usable; the failure surfaces through the other
   // synchronizing calls too.
-  CHECK_OK(mydevLaunchKernel(stream, "third_failure",
-                             [](void*) { throw 42; }, nullptr));
+  CHECK_OK(mydevLaunchKernel(
+      stream, "third_failure", [](void*) { throw 42; }, nullptr));
   CHECK_STATUS(mydevDeviceSynchronize(0), mydevErrorLaunchFailure);
   CHECK(last_message_has("kernel 'third_failure' failed on mydev:0: unknown"));
   CHECK_OK(mydevDeviceSynchronize(0));
 
   mydevEvent_t event = nullptr;
   CHECK_OK(mydevEventCreate(&event, 0));
-  CHECK_OK(launch(stream, "fourth_failure",
-                  [] { throw std::logic_error("four"); }));
+  CHECK_OK(
+      launch(stream, "fourth_failure", [] { throw std::logic_error("four"); }));
   CHECK_OK(mydevEventRecord(event, stream));
   CHECK_STATUS(mydevEventSynchronize(event), mydevErrorLaunchFailure);
   CHECK(last_message_has("four"));
@@ -945,10 +950,10 @@ void test_memcpy() {
 
     // Pageable both ways.
     std::vector<unsigned char> back(size);
-    CHECK_OK(mydevMemcpy(d0, source.data(), size, mydevMemcpyHostToDevice,
-                         stream));
-    CHECK_OK(mydevMemcpy(back.data(), d0, size, mydevMemcpyDeviceToHost,
-                         stream));
+    CHECK_OK(
+        mydevMemcpy(d0, source.data(), size, mydevMemcpyHostToDevice, stream));
+    CHECK_OK(
+        mydevMemcpy(back.data(), d0, size, mydevMemcpyDeviceToHost, stream));
     CHECK(back == source);
 
     // Device to device, across devices, with the kind inferred.
@@ -967,8 +972,8 @@ void test_memcpy() {
     CHECK_OK(mydevMemsetAsync(d0, 0, size, stream));
     CHECK_OK(launch(stream, "sleep50", [] { sleep_ms(50); }));
     const auto start = Clock::now();
-    CHECK_OK(mydevMemcpyAsync(d0, pinned_in, size, mydevMemcpyHostToDevice,
-                              stream));
+    CHECK_OK(
+        mydevMemcpyAsync(d0, pinned_in, size, mydevMemcpyHostToDevice, stream));
     CHECK_OK(mydevMemcpyAsync(pinned_out, d0, size, mydevMemcpyDeviceToHost,
                               stream));
     CHECK(ms_since(start) < 30);
@@ -988,10 +993,10 @@ void test_memcpy() {
                       [](unsigned char b) { return b == 0x5a; }));
 
     // Memset on a slice.
-    CHECK_OK(mydevMemsetAsync(static_cast<char*>(d1) + 1, 0x11, size - 2,
-                              stream));
-    CHECK_OK(mydevMemcpy(back.data(), d1, size, mydevMemcpyDeviceToHost,
-                         stream));
+    CHECK_OK(
+        mydevMemsetAsync(static_cast<char*>(d1) + 1, 0x11, size - 2, stream));
+    CHECK_OK(
+        mydevMemcpy(back.data(), d1, size, mydevMemcpyDeviceToHost, stream));
     CHECK(back.front() == source.front() && back.back() == source.back());
     CHECK(std::count(back.begin(), back.end(), 0x11) >=
           std::ptrdiff_t(size - 2));
@@ -1037,8 +1042,8 @@ void test_concurrent_launches() {
   counter = 0;
   std::vector<mydevStream_t> own(kThreads, nullptr);
   for (int t = 0; t < kThreads; t += 2) {
-    CHECK_OK(mydevStreamCreate(&own[t], t % 4 == 0 ? 0 : 1,
-                               t % 3 == 0 ? -1 : 0));
+    CHECK_OK(
+        mydevStreamCreate(&own[t], t % 4 == 0 ? 0 : 1, t % 3 == 0 ? -1 : 0));
   }
   std::atomic<int> failures{0};
   within(120, "concurrent launches", [&] {
@@ -1049,9 +1054,9 @@ void test_concurrent_launches() {
         mydevStream_t stream =
             own[t] != nullptr ? own[t] : default_stream(t % 2);
         for (int i = 0; i < kLaunches; ++i) {
-          if (mydevLaunchKernel(stream, "increment",
-                                [](void*) { counter.fetch_add(1); },
-                                nullptr) != mydevSuccess) {
+          if (mydevLaunchKernel(
+                  stream, "increment", [](void*) { counter.fetch_add(1); },
+                  nullptr) != mydevSuccess) {
             ++failures;
           }
         }
@@ -1159,8 +1164,10 @@ void test_fork_child_refusal() {
     void* ptr = nullptr;
     ok &= mydevMalloc(&ptr, 16, 0) == mydevErrorNotPermitted;
     ok &= std::strstr(mydevGetLastErrorMessage(),
-                      "Cannot re-initialize mydev in forked subprocess") != nullptr;
-    ok &= std::strstr(mydevGetLastErrorMessage(), "'spawn' start method") != nullptr;
+                      "Cannot re-initialize mydev in forked subprocess") !=
+          nullptr;
+    ok &= std::strstr(mydevGetLastErrorMessage(), "'spawn' start method") !=
+          nullptr;
     ok &= mydevStreamSynchronize(nullptr) == mydevErrorNotPermitted;
     ok &= std::strlen(mydevGetErrorString(mydevErrorNotPermitted)) > 0;
     _exit(ok ? 0 : 1);
@@ -1173,8 +1180,8 @@ void test_fork_child_refusal() {
 }
 
 void test_child_processes() {
-  CHECK(run_child("--child-launch-blocking", {"MYDEV_LAUNCH_BLOCKING=1",
-                                              "MYDEV_MEMORY_MB=64"}) == 0);
+  CHECK(run_child("--child-launch-blocking",
+                  {"MYDEV_LAUNCH_BLOCKING=1", "MYDEV_MEMORY_MB=64"}) == 0);
   CHECK(run_child("--child-bad-config", {"MYDEV_DEVICE_COUNT=abc"}) == 0);
   CHECK(run_child("--child-bad-config", {"MYDEV_DEVICE_COUNT=65"}) == 0);
   CHECK(run_child("--child-bad-config", {"MYDEV_DEVICE_COUNT=-1"}) == 0);
@@ -1210,9 +1217,12 @@ void measure_latency() {
   double latency_total_us = 0;
   for (int i = 0; i < kLaunches; ++i) {
     const auto enqueue = Clock::now();
-    mydevLaunchKernel(stream, "stamp", [](void*) {
-      started_ns.store(Clock::now().time_since_epoch().count());
-    }, nullptr);
+    mydevLaunchKernel(
+        stream, "stamp",
+        [](void*) {
+          started_ns.store(Clock::now().time_since_epoch().count());
+        },
+        nullptr);
     mydevStreamSynchronize(stream);
     latency_total_us +=
         double(started_ns.load() - enqueue.time_since_epoch().count()) / 1000;
@@ -1225,9 +1235,12 @@ void measure_latency() {
   for (int i = 0; i < kIdleLaunches; ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(500));
     const auto enqueue = Clock::now();
-    mydevLaunchKernel(stream, "stamp", [](void*) {
-      started_ns.store(Clock::now().time_since_epoch().count());
-    }, nullptr);
+    mydevLaunchKernel(
+        stream, "stamp",
+        [](void*) {
+          started_ns.store(Clock::now().time_since_epoch().count());
+        },
+        nullptr);
     mydevStreamSynchronize(stream);
     idle_total_us +=
         double(started_ns.load() - enqueue.time_since_epoch().count()) / 1000;
@@ -1266,12 +1279,14 @@ void measure_latency() {
               round_trip_us, kLaunches);
   std::printf("  enqueue -> kernel start latency: %.2f us (avg of %d)\n",
               latency_us, kLaunches);
-  std::printf("  enqueue -> kernel start on an idle stream: %.2f us (avg of "
-              "%d)\n",
-              idle_latency_us, kIdleLaunches);
-  std::printf("  host cost per launch: %.0f ns; %d launches drained at "
-              "%.0f ns each\n",
-              enqueue_ns, kLaunches, throughput_ns);
+  std::printf(
+      "  enqueue -> kernel start on an idle stream: %.2f us (avg of "
+      "%d)\n",
+      idle_latency_us, kIdleLaunches);
+  std::printf(
+      "  host cost per launch: %.0f ns; %d launches drained at "
+      "%.0f ns each\n",
+      enqueue_ns, kLaunches, throughput_ns);
   std::printf("  device-to-device copy of 128 MiB: %.1f GB/s\n", gbps);
 }
 
@@ -1285,7 +1300,8 @@ void test_peer_memory() {
   CHECK_OK(mydevMalloc(&buffer, 8192, 0));
   CHECK_OK(launch(default_stream(0), "fill", [&] {
     auto* bytes = static_cast<unsigned char*>(mydevKernelPointer(buffer));
-    for (int i = 0; i < 4096; ++i) bytes[i] = static_cast<unsigned char>(i % 251);
+    for (int i = 0; i < 4096; ++i)
+      bytes[i] = static_cast<unsigned char>(i % 251);
   }));
   CHECK_OK(mydevDeviceSynchronize(0));
   mydevIpcMemHandle_t handle{};
@@ -1302,11 +1318,13 @@ void test_peer_memory() {
   std::string hex = "IPC_TEST_HANDLE=";
   for (char c : handle.reserved) {
     char digits[3];
-    std::snprintf(digits, sizeof(digits), "%02x", static_cast<unsigned char>(c));
+    std::snprintf(digits, sizeof(digits), "%02x",
+                  static_cast<unsigned char>(c));
     hex += digits;
   }
   CHECK(run_child("--child-ipc", {hex}) == 0);
-  CHECK(run_child("--child-ipc", {hex, "IPC_TEST_EXPECT_REFUSAL=1", "MYDEV_PEER_MEMORY=0"}) == 0);
+  CHECK(run_child("--child-ipc", {hex, "IPC_TEST_EXPECT_REFUSAL=1",
+                                  "MYDEV_PEER_MEMORY=0"}) == 0);
   CHECK_OK(mydevFree(buffer));
 }
 
