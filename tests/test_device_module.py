@@ -9,7 +9,13 @@ from typing import Any, Callable, Dict, Iterator, List, Union
 import pytest
 import torch
 
-from mydev_testing import assert_device_still_usable, hold_stream, release_from_another_thread, run_python
+from mydev_testing import (
+    COMMON_DTYPES,
+    assert_device_still_usable,
+    hold_stream,
+    release_from_another_thread,
+    run_python,
+)
 
 MiB = 1 << 20
 # Default-seed of every fresh generator (c10::default_rng_seed_val), as on cuda.
@@ -282,23 +288,11 @@ def test_typed_storage_mydev() -> None:
     assert on_device.cpu().tolist() == [1.5, -2.0]
 
 
-COMMON_DTYPES = [
-    torch.float32,
-    torch.float64,
-    torch.float16,
-    torch.bfloat16,
-    torch.int8,
-    torch.uint8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.bool,
-    torch.complex64,
-    torch.complex128,
-]
+# The shared list and complex128, which type names and printing cover too.
+DTYPES = [*COMMON_DTYPES, torch.complex128]
 
 
-@pytest.mark.parametrize("dtype", COMMON_DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_tensor_type_names(dtype: torch.dtype) -> None:
     cpu = torch.zeros(2, dtype=dtype)
     expected = cpu.type().replace("torch.", "torch.mydev.", 1)  # torch.FloatTensor -> torch.mydev.FloatTensor
@@ -333,7 +327,7 @@ def assert_repr_matches_cpu(cpu: torch.Tensor, device: str) -> None:
     assert str(on_device) == text
 
 
-@pytest.mark.parametrize("dtype", COMMON_DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_print_each_common_dtype(dtype: torch.dtype) -> None:
     cpu = torch.tensor([[0.0, 1.5, 2.25], [3.0, 100.0, 7.0]]).to(dtype)
     assert_repr_matches_cpu(cpu, "mydev:0")
