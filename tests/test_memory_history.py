@@ -118,6 +118,7 @@ def test_free_waiting_for_another_stream_is_requested_then_completed(history):
     side = torch.mydev.Stream()
     x = torch.ones(4096, device="mydev")
     addr = x.data_ptr()
+    side.wait_stream(torch.mydev.current_stream())  # x is filled on the default stream
     with torch.mydev.stream(side):
         y = x * 3
     x.record_stream(side)
