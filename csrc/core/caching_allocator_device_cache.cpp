@@ -7,6 +7,7 @@
 
 #include <limits>
 
+#include "device.h"
 #include "memory_history.h"
 #include "mydev_stream.h"
 #include "runtime_check.h"
@@ -69,7 +70,8 @@ Block* DeviceCache::allocate(size_t requested) {
 void DeviceCache::free(Block* block) {
   const memory_history::CallContext context(TraceEntry::FREE_REQUESTED);
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  TORCH_INTERNAL_ASSERT(block->allocated, "mydev allocator: double free");
+  TORCH_INTERNAL_ASSERT(block->allocated, kDeviceName,
+                        " allocator: double free");
   block->allocated = false;
   memory_history::record(TraceEntry::FREE_REQUESTED, device_, address(block),
                          block->size, block->stream);
@@ -235,14 +237,14 @@ void DeviceCache::throwOutOfMemory(size_t requested) {
       c10::Device(c10::DeviceType::PrivateUse1, device_));
   using c10::CachingAllocator::format_size;
   TORCH_CHECK_WITH(
-      OutOfMemoryError, false, "mydev out of memory. Tried to allocate ",
-      format_size(requested), ". mydev:", static_cast<int>(device_),
-      " has a total capacity of ", format_size(total_bytes), " of which ",
-      format_size(free_bytes), " is free. Of the allocated memory ",
-      format_size(allocated), " is allocated by PyTorch, and ",
-      format_size(reserved - allocated),
-      " is reserved by PyTorch but unallocated. Free tensors, call "
-      "torch.mydev.empty_cache(), or raise MYDEV_MEMORY_MB.");
+      OutOfMemoryError, false, kDeviceName,
+      " out of memory. Tried to allocate ", format_size(requested), ". ",
+      kDeviceName, ":", static_cast<int>(device_), " has a total capacity of ",
+      format_size(total_bytes), " of which ", format_size(free_bytes),
+      " is free. Of the allocated memory ", format_size(allocated),
+      " is allocated by PyTorch, and ", format_size(reserved - allocated),
+      " is reserved by PyTorch but unallocated. Free tensors, call torch.",
+      kDeviceName, ".empty_cache(), or raise MYDEV_MEMORY_MB.");
 }
 
 }  // namespace mydev::caching_allocator
