@@ -48,6 +48,7 @@ from harness import (  # noqa: E402
     mydev_over_cpu,
     progress,
     render_sectioned_table,
+    report_entry,
     run_benchmark,
     sync_devices,
 )
@@ -113,7 +114,15 @@ class Row:
         return f"{1.0 / speedup:.2f}x slower"
 
     def to_json(self) -> Dict[str, Any]:
-        return {**asdict(self), "ratio": self.ratio, "reading": self.reading()}
+        entry = report_entry(
+            self.what if self.size == "-" else f"{self.what} {self.size}",
+            self.ratio,
+            None,
+            "higher" if self.higher_is_better else "lower",
+            "-",
+            self.note or "the same operation on mydev and CPU",
+        )
+        return {**asdict(self), "ratio": self.ratio, "reading": self.reading(), "report": [entry]}
 
 
 def format_size(nbytes: int) -> str:

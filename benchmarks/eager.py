@@ -55,6 +55,7 @@ from harness import (  # noqa: E402
     progress,
     record_failure,
     render_sectioned_table,
+    report_entry,
     run_benchmark,
     sync_devices,
     verdict_summary,
@@ -110,7 +111,10 @@ class Row:
         return "PASS" if ratio <= self.target else "MISS"
 
     def to_json(self) -> Dict[str, Any]:
-        return {**asdict(self), "ratio": self.ratio, "verdict": self.verdict}
+        entry = report_entry(
+            f"{self.what} {self.shape}", self.ratio, self.target, "lower", self.verdict, "the same op on mydev and CPU"
+        )
+        return {**asdict(self), "ratio": self.ratio, "verdict": self.verdict, "report": [entry]}
 
 
 @dataclass(frozen=True)
