@@ -81,6 +81,24 @@ class MydevCppWrapperCodegen(CppWrapperCpu):
             return f'#include "{AOTI_MODEL_HEADER}"'
         return CppWrapperCpu.get_device_include_path_aot(device)
 
+    def generate_input_output_runtime_checks(self) -> None:
+        super().generate_input_output_runtime_checks()
+        if not V.graph.aot_mode:
+            return
+        # torch checks an AOTInductor model's inputs (dtype, device type,
+        # static sizes and strides, the ranges of torch.export.Dim) only when
+        # AOTI_RUNTIME_CHECK_INPUTS=1 is set; without the checks, a size out
+        # of the range the model was compiled for runs anyway and reads or
+        # writes out of bounds. A mydev model checks them unless
+        # AOTI_RUNTIME_CHECK_INPUTS=0.
+        opt_in = "const static bool result = env_var_value != nullptr && env_var_value[0] != '0';"
+        opt_out = "const static bool result = env_var_value == nullptr || env_var_value[0] != '0';"
+        lines = self.prefix._lines
+        checks = [index for index, line in enumerate(lines) if str(line).strip() == opt_in]
+        if len(checks) != 1:
+            raise AssertionError("unexpected AOTInductor input check layout")
+        lines[checks[0]] = str(lines[checks[0]]).replace(opt_in, opt_out)
+
     def codegen_model_constructor(self) -> None:
         super().codegen_model_constructor()
         if self.device != DEVICE:

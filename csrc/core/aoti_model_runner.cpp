@@ -10,9 +10,12 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 #include <torch/csrc/inductor/aoti_torch/utils.h>
 
+#include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,13 +44,44 @@ c10::Device modelDevice(const std::string& device_str) {
   return c10::Device(c10::DeviceType::PrivateUse1, index);
 }
 
+// dlopen maps a library's segments without checking that the file holds
+// them: a model library cut short (a truncated package, a partial copy)
+// faults with SIGBUS while it is being loaded. Refuse it first.
+void checkCompleteLibrary(const std::string& path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  TORCH_CHECK(file, "cannot open the AOTInductor model ", path);
+  const auto size = static_cast<uint64_t>(file.tellg());
+  Elf64_Ehdr header{};
+  file.seekg(0);
+  const bool elf =
+      file.read(reinterpret_cast<char*>(&header), sizeof(header)) &&
+      std::memcmp(header.e_ident, ELFMAG, SELFMAG) == 0 &&
+      header.e_ident[EI_CLASS] == ELFCLASS64 &&
+      header.e_phentsize == sizeof(Elf64_Phdr) &&
+      header.e_phoff + uint64_t{header.e_phnum} * sizeof(Elf64_Phdr) <= size;
+  TORCH_CHECK(elf, "the AOTInductor model ", path,
+              " is not a complete shared library (the package is damaged)");
+  for (int index = 0; index < header.e_phnum; ++index) {
+    Elf64_Phdr segment{};
+    file.seekg(static_cast<std::streamoff>(header.e_phoff +
+                                           index * sizeof(Elf64_Phdr)));
+    file.read(reinterpret_cast<char*>(&segment), sizeof(segment));
+    TORCH_CHECK(file && segment.p_offset + segment.p_filesz <= size,
+                "the AOTInductor model ", path, " is cut short: ", size,
+                " bytes, but its segments need ",
+                segment.p_offset + segment.p_filesz,
+                " (the package is damaged)");
+  }
+}
+
 // The model library, opened before the runner opens it (same path, so the
 // same loaded object) to hand it the launch table; closed once the runner
 // holds it.
 class BoundModelLibrary {
  public:
   explicit BoundModelLibrary(const std::string& path)
-      : handle_(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      : handle_((checkCompleteLibrary(path),
+                 dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))) {
     TORCH_CHECK(handle_ != nullptr, "cannot load the AOTInductor model ",
                 path, ": ", dlerror());
     const auto bind = reinterpret_cast<BindKernelAbi>(dlsym(handle_, kBindSymbol));
