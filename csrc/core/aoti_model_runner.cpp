@@ -35,9 +35,8 @@ using BindKernelAbi = int (*)(const MydevCompiledKernelAbi*);
 // current device).
 c10::Device modelDevice(const std::string& device_str) {
   const c10::Device device(device_str);
-  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1,
-              "the ", kDeviceName, " AOTInductor runner cannot run on ",
-              device_str);
+  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "the ",
+              kDeviceName, " AOTInductor runner cannot run on ", device_str);
   const c10::DeviceIndex index =
       device.has_index() ? device.index() : currentDevice();
   checkDeviceIndex(index);
@@ -82,9 +81,10 @@ class BoundModelLibrary {
   explicit BoundModelLibrary(const std::string& path)
       : handle_((checkCompleteLibrary(path),
                  dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))) {
-    TORCH_CHECK(handle_ != nullptr, "cannot load the AOTInductor model ",
-                path, ": ", dlerror());
-    const auto bind = reinterpret_cast<BindKernelAbi>(dlsym(handle_, kBindSymbol));
+    TORCH_CHECK(handle_ != nullptr, "cannot load the AOTInductor model ", path,
+                ": ", dlerror());
+    const auto bind =
+        reinterpret_cast<BindKernelAbi>(dlsym(handle_, kBindSymbol));
     TORCH_CHECK(bind != nullptr, "the AOTInductor model ", path,
                 " was not compiled for ", kDeviceName, " (it has no ",
                 kBindSymbol, ")");
@@ -107,11 +107,13 @@ class BoundModelLibrary {
 MydevStream streamOfHandle(c10::DeviceIndex device, void* handle) {
   const c10::StreamId id =
       streamIdOfHandle(device, static_cast<mydevStream_t>(handle));
-  TORCH_CHECK(id >= 0, "the stream handle passed to the AOTInductor model is "
-              "not a stream of ", kDeviceName, ":", static_cast<int>(device));
-  return MydevStream(c10::Stream(c10::Stream::UNSAFE,
-                                 c10::Device(c10::DeviceType::PrivateUse1, device),
-                                 id));
+  TORCH_CHECK(id >= 0,
+              "the stream handle passed to the AOTInductor model is "
+              "not a stream of ",
+              kDeviceName, ":", static_cast<int>(device));
+  return MydevStream(
+      c10::Stream(c10::Stream::UNSAFE,
+                  c10::Device(c10::DeviceType::PrivateUse1, device), id));
 }
 
 class MydevModelRunner : public torch::inductor::AOTIModelContainerRunner {
@@ -136,9 +138,10 @@ class MydevModelRunner : public torch::inductor::AOTIModelContainerRunner {
                   input->device().str());
     }
     const c10::DeviceGuard device_guard(device_);
-    const MydevStream stream = stream_handle == nullptr
-                                   ? getCurrentStream(device_.index())
-                                   : streamOfHandle(device_.index(), stream_handle);
+    const MydevStream stream =
+        stream_handle == nullptr
+            ? getCurrentStream(device_.index())
+            : streamOfHandle(device_.index(), stream_handle);
     const c10::StreamGuard stream_guard(stream.unwrap());
     return AOTIModelContainerRunner::run_impl(inputs, stream.raw());
   }

@@ -99,10 +99,10 @@ void aoti_load_constants_to_device(const ConstInfos& constants,
     const int64_t ndim = static_cast<int64_t>(info.shape.size());
     AtenTensorHandle constant = nullptr;
     if (info.data_size == 0) {
-      aoti_check(aoti_torch_empty_strided(ndim, info.shape.data(),
-                                          info.stride.data(), info.dtype, mydev,
-                                          device, &constant),
-                 "empty_strided");
+      aoti_check(
+          aoti_torch_empty_strided(ndim, info.shape.data(), info.stride.data(),
+                                   info.dtype, mydev, device, &constant),
+          "empty_strided");
     } else {
       // The storage as it is stored (data_size bytes, padded to 64), then
       // the constant's view of it.
@@ -110,11 +110,11 @@ void aoti_load_constants_to_device(const ConstInfos& constants,
           info.data_size / aoti_torch_dtype_element_size(info.dtype));
       const int64_t unit_stride = 1;
       AtenTensorHandle host = nullptr;
-      aoti_check(aoti_torch_create_tensor_from_blob(
-                     const_cast<uint8_t*>(blob + bytes_read), 1, &numel,
-                     &unit_stride, 0, info.dtype, aoti_torch_device_type_cpu(),
-                     0, &host),
-                 "create_tensor_from_blob");
+      aoti_check(
+          aoti_torch_create_tensor_from_blob(
+              const_cast<uint8_t*>(blob + bytes_read), 1, &numel, &unit_stride,
+              0, info.dtype, aoti_torch_device_type_cpu(), 0, &host),
+          "create_tensor_from_blob");
       torch::aot_inductor::RAIIAtenTensorHandle host_storage(host);
       AtenTensorHandle storage = nullptr;
       aoti_check(aoti_torch_empty_strided(1, &numel, &unit_stride, info.dtype,
@@ -122,9 +122,9 @@ void aoti_load_constants_to_device(const ConstInfos& constants,
                  "empty_strided");
       torch::aot_inductor::RAIIAtenTensorHandle device_storage(storage);
       aoti_check(aoti_torch_copy_(storage, host, 0), "copy_");
-      aoti_check(aoti_torch__reinterpret_tensor(storage, ndim, info.shape.data(),
-                                                info.stride.data(), info.offset,
-                                                &constant),
+      aoti_check(aoti_torch__reinterpret_tensor(
+                     storage, ndim, info.shape.data(), info.stride.data(),
+                     info.offset, &constant),
                  "_reinterpret_tensor");
     }
     bytes_read += info.data_size;

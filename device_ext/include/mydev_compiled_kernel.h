@@ -44,9 +44,9 @@ typedef struct MydevCompiledKernelAbi {
   // `device` is the device the kernel runs on: a mydev tensor elsewhere is
   // refused too. NULL in the table AOTInductor models get: they have no
   // Python objects.
-  int (*tensor_argument)(MydevPyObject* tensor, const char* kernel, int argument,
-                         int device, void** device_pointer, void* host_value,
-                         int capacity);
+  int (*tensor_argument)(MydevPyObject* tensor, const char* kernel,
+                         int argument, int device, void** device_pointer,
+                         void* host_value, int capacity);
   // The address a kernel reaches device pointer `device_pointer` at
   // (mydevKernelPointer): device pointers themselves are opaque to the host
   // and to kernels alike.
