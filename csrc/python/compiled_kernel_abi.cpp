@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "../core/compiled_kernel_abi.h"
+#include "../core/device.h"
 #include "../core/runtime_check.h"
 
 namespace mydev {
