@@ -42,6 +42,15 @@ inline size_t segmentSizeFor(size_t size) {
   return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
 }
 
+// A reservation of device addresses behind an expandable segment
+// (caching_allocator_expandable_segments.cpp): device pages are mapped into
+// it only under the blocks that need them.
+struct ExpandableSegment {
+  char* base = nullptr;
+  size_t size = 0;
+  std::vector<bool> mapped;  // per page of the driver's granularity
+};
+
 struct Block;
 
 struct BlockComparator {
@@ -62,6 +71,8 @@ struct Block {
   // Streams other than `stream` that used the block (record_stream).
   std::vector<c10::Stream> stream_uses;
   int pending_events = 0;
+  // The reservation the block lies in, for blocks of expandable segments.
+  ExpandableSegment* expandable = nullptr;
 
   Block(c10::DeviceIndex device_, mydevStream_t stream_, size_t size_,
         BlockPool* pool_, void* ptr_)

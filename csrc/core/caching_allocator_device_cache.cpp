@@ -33,21 +33,17 @@ Block* DeviceCache::allocate(size_t requested) {
   BlockPool& pool = poolFor(size);
   const mydevStream_t stream = getCurrentStream(device_).raw();
 
-  Block* block = takeFreeBlock(pool, stream, size);
-  if (block == nullptr) {
-    block = allocateSegment(pool, stream, size);
-  }
+  Block* block = findBlock(pool, stream, size);
   if (block == nullptr) {
     // Like CUDA: release what is cached and try once more before OOM.
     releaseCachedSegments();
     stats_.num_alloc_retries += 1;
-    block = allocateSegment(pool, stream, size);
+    block = findBlock(pool, stream, size);
   }
   if (block == nullptr) {
     lock.unlock();
     throwOutOfMemory(requested);
   }
-  block = splitIfWorthIt(block, size);
   block->allocated = true;
   block->requested_size = requested;
   active_blocks_.insert(block);
@@ -98,6 +94,23 @@ void DeviceCache::emptyCache() {
   releaseCachedSegments();
 }
 
+Block* DeviceCache::findBlock(BlockPool& pool, mydevStream_t stream,
+                              size_t size) {
+  Block* block = takeFreeBlock(pool, stream, size);
+  if (block == nullptr) {
+    block = allocateSegment(pool, stream, size);
+  }
+  if (block == nullptr) {
+    return nullptr;
+  }
+  block = splitIfWorthIt(block, size);
+  if (!mapPagesUnder(block)) {
+    insertFree(block);
+    return nullptr;
+  }
+  return block;
+}
+
 Block* DeviceCache::takeFreeBlock(BlockPool& pool, mydevStream_t stream,
                                   size_t size) {
   Block key(device_, stream, size, &pool, nullptr);
@@ -106,9 +119,10 @@ Block* DeviceCache::takeFreeBlock(BlockPool& pool, mydevStream_t stream,
     return nullptr;
   }
   Block* block = *it;
-  // A huge cached block for a small request would pin a whole segment.
-  if (&pool == &large_blocks_ && block->size >= kMinLargeAlloc &&
-      block->size > 2 * size + kLargeSegment) {
+  // A huge cached block for a small request would pin a whole segment
+  // (an expandable one pins only the pages it maps).
+  if (&pool == &large_blocks_ && block->expandable == nullptr &&
+      block->size >= kMinLargeAlloc && block->size > 2 * size + kLargeSegment) {
     return nullptr;
   }
   pool.erase(it);
@@ -118,6 +132,9 @@ Block* DeviceCache::takeFreeBlock(BlockPool& pool, mydevStream_t stream,
 
 Block* DeviceCache::allocateSegment(BlockPool& pool, mydevStream_t stream,
                                     size_t size) {
+  if (Block* reservation = reserveExpandableSegment(pool, stream, size)) {
+    return reservation;
+  }
   const size_t segment_size = segmentSizeFor(size);
   void* ptr = nullptr;
   const mydevError_t status = mydevMalloc(&ptr, segment_size, device_);
@@ -143,6 +160,7 @@ Block* DeviceCache::splitIfWorthIt(Block* block, size_t size) {
   }
   auto* rest = new Block(device_, block->stream, remaining, block->pool,
                          static_cast<char*>(block->ptr) + size);
+  rest->expandable = block->expandable;
   rest->prev = block;
   rest->next = block->next;
   if (rest->next != nullptr) {
@@ -160,6 +178,10 @@ void DeviceCache::returnToPool(Block* block) {
   const StatTypes types = statTypesFor(block->pool);
   decrease(stats_.active, types, 1);
   decrease(stats_.active_bytes, types, block->size);
+  insertFree(block);
+}
+
+void DeviceCache::insertFree(Block* block) {
   mergeWith(block, block->prev);
   mergeWith(block, block->next);
   block->pool->insert(block);
@@ -200,6 +222,11 @@ void DeviceCache::releaseCachedSegments() {
   for (BlockPool* pool : {&small_blocks_, &large_blocks_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* block = *it;
+      if (block->expandable != nullptr) {
+        ++it;  // before releaseExpandable, which may erase the block
+        releaseExpandable(block);
+        continue;
+      }
       if (block->isSplit()) {
         ++it;
         continue;

@@ -6,12 +6,15 @@
 //   caching_allocator_stream_frees.cpp  record_stream and frees that wait
 //                                       for other streams' events
 //   caching_allocator_stats.cpp         statistics and memory snapshots
+//   caching_allocator_expandable_segments.cpp
+//                                       segments that map pages on demand
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <array>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <unordered_set>
 #include <utility>
@@ -47,13 +50,33 @@ class DeviceCache {
   BlockPool& poolFor(size_t size);
   StatTypes statTypesFor(const BlockPool* pool) const;
 
+  // A block of `size` bytes, split off and backed by device pages, from the
+  // cache or a new segment; nullptr when the device has not enough memory.
+  Block* findBlock(BlockPool& pool, mydevStream_t stream, size_t size);
   Block* takeFreeBlock(BlockPool& pool, mydevStream_t stream, size_t size);
   Block* allocateSegment(BlockPool& pool, mydevStream_t stream, size_t size);
   Block* splitIfWorthIt(Block* block, size_t size);
   void returnToPool(Block* block);
+  // Files a free block under its pool, merged with free neighbours.
+  void insertFree(Block* block);
   void mergeWith(Block* block, Block* neighbour);
   void releaseCachedSegments();
   [[noreturn]] void throwOutOfMemory(size_t requested);
+
+  // Expandable segments (caching_allocator_expandable_segments.cpp).
+  // A new reservation as one free block, or nullptr when expandable
+  // segments are off, `size_needed` exceeds the device or no reservation
+  // fits.
+  Block* reserveExpandableSegment(BlockPool& pool, mydevStream_t stream,
+                                  size_t size_needed);
+  // Maps the pages under `block` that are not mapped yet; false when the
+  // device has not enough free memory. True for blocks of plain segments.
+  bool mapPagesUnder(Block* block);
+  // Unmaps the pages wholly inside the free `block`.
+  void unmapPagesInside(Block* block);
+  // Unmaps a free block's pages, and frees the reservation if the block is
+  // all of it.
+  void releaseExpandable(Block* block);
 
   // Cross-stream frees (caching_allocator_stream_frees.cpp).
   // True when the block must wait for events on the streams that used it.
@@ -75,6 +98,7 @@ class DeviceCache {
   // Allocated blocks and freed ones still waiting for other streams.
   std::unordered_set<Block*> active_blocks_;
   DeviceStats stats_;
+  std::vector<std::unique_ptr<ExpandableSegment>> expandable_segments_;
 };
 
 // Adds to / subtracts from the selected entries of a statistic.

@@ -36,7 +36,9 @@ StatTypes DeviceCache::statTypesFor(const BlockPool* pool) const {
 // driver until its neighbours are free too: CUDA reports these as
 // "inactive_split".
 void DeviceCache::noteInactiveSplit(const Block* block, int direction) {
-  if (!block->isSplit()) {
+  // An expandable segment's free blocks hold only the pages they map, which
+  // releasing the cache unmaps: nothing is pinned.
+  if (!block->isSplit() || block->expandable != nullptr) {
     return;
   }
   const StatTypes types = statTypesFor(block->pool);
@@ -74,6 +76,7 @@ std::vector<SegmentInfo> DeviceCache::snapshot() {
     segment.address = address(head);
     segment.stream = head->stream;
     segment.is_large = head->pool == &large_blocks_;
+    segment.is_expandable = head->expandable != nullptr;
     for (const Block* block = head; block != nullptr; block = block->next) {
       auto& info = segment.blocks.emplace_back();
       info.size = block->size;

@@ -3,10 +3,10 @@
 // CommStreamBackend describes.
 //
 // Two algorithms, chosen per collective by message size (see the
-// thresholds in shm_transport_backend.cpp): small messages are staged through
-// the shared segment's slots (one synchronization per 4 MiB chunk, lowest
-// latency); large ones read the peers' device buffers directly through the
-// driver's peer-memory handles (peer_memory.h), without a staging copy.
+// thresholds in shm_transport_backend_chunks.h): small messages are staged
+// through the shared segment's slots (one synchronization per 4 MiB chunk,
+// lowest latency); large ones read the peers' device buffers directly through
+// the driver's peer-memory handles (peer_memory.h), without a staging copy.
 // MYCCL_ALGO=staged|direct forces one (direct still falls back to staged
 // when the ranks cannot map each other's memory).
 #pragma once
