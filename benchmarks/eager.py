@@ -117,7 +117,12 @@ class Row:
 
     def to_json(self) -> Dict[str, Any]:
         entry = report_entry(
-            f"{self.what} {self.shape}", self.ratio, self.target, "lower", self.verdict, "the same op on mydev and CPU"
+            f"{self.what} {self.shape}",
+            self.ratio,
+            self.target,
+            "lower",
+            self.verdict,
+            "the same code on mydev and CPU",
         )
         return {**asdict(self), "ratio": self.ratio, "verdict": self.verdict, "report": [entry]}
 
