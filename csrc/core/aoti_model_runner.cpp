@@ -122,8 +122,9 @@ MydevStream streamOfHandle(c10::DeviceIndex device, void* handle) {
 [[noreturn]] void refuseCopiedWeights() {
   TORCH_CHECK(false, "an AOTInductor model on ", kDeviceName,
               " cannot copy new weights into its own buffer; load them with "
-              "user_managed=True (mydev tensors on the model's device, kept "
-              "alive by the caller)");
+              "user_managed=True (",
+              kDeviceName,
+              " tensors on the model's device, kept alive by the caller)");
 }
 
 AOTIRuntimeError refuseCopiedWeights(AOTInductorModelContainerHandle,
