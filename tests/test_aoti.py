@@ -113,6 +113,26 @@ def test_weights_are_on_the_device_and_the_package_says_mydev(suite_packages):
     assert sorted(runner.get_constant_fqns()) == sorted(cpu_model.state_dict())
 
 
+def test_new_weights_load_only_as_user_managed_device_tensors(suite_packages):
+    """torch's container would copy new weights into its buffer with a host
+    memcpy, which faults on device memory: refused, with the way that works."""
+    import copy
+
+    path, cpu_model, x = suite_packages["mlp"]
+    runner = torch._inductor.aoti_load_package(path)
+    doubled = {name: value * 2 for name, value in cpu_model.state_dict().items()}
+    on_device = {name: value.to("mydev") for name, value in doubled.items()}
+    message = r"cannot copy new weights into its own buffer; load them with user_managed=True"
+    with pytest.raises(RuntimeError, match=message):
+        runner.load_constants(on_device, check_full_update=True)
+    runner.load_constants(on_device, check_full_update=True, user_managed=True)
+    reference = copy.deepcopy(cpu_model)
+    reference.load_state_dict(doubled)
+    with torch.no_grad():
+        assert_close_to_cpu(runner(x.to("mydev")), reference(x), rtol=RTOL, atol=ATOL)
+    assert_device_still_usable()
+
+
 def test_kernels_run_on_the_current_stream(suite_packages):
     """The whole model is queued on the caller's current stream: while that
     stream is held, nothing of it has run and the default stream is idle."""

@@ -116,6 +116,27 @@ MydevStream streamOfHandle(c10::DeviceIndex device, void* handle) {
                   c10::Device(c10::DeviceType::PrivateUse1, device), id));
 }
 
+// torch's container copies weights handed to it into its own buffer with a
+// host memcpy (from device memory too: the host faults on it). Refused with
+// the way that works: weights the caller keeps (user_managed=True).
+[[noreturn]] void refuseCopiedWeights() {
+  TORCH_CHECK(false, "an AOTInductor model on ", kDeviceName,
+              " cannot copy new weights into its own buffer; load them with "
+              "user_managed=True (",
+              kDeviceName,
+              " tensors on the model's device, kept alive by the caller)");
+}
+
+AOTIRuntimeError refuseCopiedWeights(AOTInductorModelContainerHandle,
+                                     AOTInductorConstantMapHandle, bool, bool) {
+  refuseCopiedWeights();
+}
+
+AOTIRuntimeError refuseCopiedInactiveWeights(AOTInductorModelContainerHandle,
+                                             AOTInductorConstantMapHandle) {
+  refuseCopiedWeights();
+}
+
 class MydevModelRunner : public torch::inductor::AOTIModelContainerRunner {
  public:
   MydevModelRunner(const std::string& model_so_path, size_t num_models,
@@ -123,7 +144,11 @@ class MydevModelRunner : public torch::inductor::AOTIModelContainerRunner {
                    bool run_single_threaded)
       : AOTIModelContainerRunner(model_so_path, num_models, device.str(),
                                  bin_dir, run_single_threaded),
-        device_(device) {}
+        device_(device) {
+    update_constant_buffer_func_ = refuseCopiedWeights;
+    update_constant_buffer_from_cpu_func_ = refuseCopiedWeights;
+    update_inactive_constant_buffer_func_ = &refuseCopiedInactiveWeights;
+  }
 
  protected:
   std::vector<at::Tensor> run_impl(std::vector<AtenTensorHandle>& inputs,

@@ -18,11 +18,22 @@
 #define MYDEV_COMPILED_KERNEL_ABI_FROM_LOADER
 
 #include <torch/csrc/inductor/aoti_include/cpu.h>
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
+
+// Everything of ours stays inside the model library: JIT-compiled wrappers
+// define the same inline names (abi() reading the capsule instead), and a
+// default-visibility inline variable would be one object shared by every
+// model in the process (STB_GNU_UNIQUE).
+#pragma GCC visibility push(hidden)
 
 #include "mydev_c_shims.h"
 
@@ -154,3 +165,5 @@ class AotiStreamGuard {
 };
 
 }  // namespace mydev_compiled
+
+#pragma GCC visibility pop
