@@ -24,6 +24,8 @@
 #include <numeric>
 #include <vector>
 
+#include "../core/device.h"
+
 namespace mydev {
 namespace {
 
@@ -90,15 +92,15 @@ fusedAttention(const at::Tensor& query, const at::Tensor& key,
                const std::optional<at::Tensor>& attn_bias, double dropout_p,
                bool is_causal, bool return_debug_mask,
                std::optional<double> scale) {
-  TORCH_CHECK(query.dim() == 4,
-              "mydev fused attention expects 4-D query, key and value, got ",
+  TORCH_CHECK(query.dim() == 4, kDeviceName,
+              " fused attention expects 4-D query, key and value, got ",
               query.dim(), "-D");
   TORCH_CHECK(
-      dropout_p == 0.0,
-      "mydev fused attention has no dropout; "
+      dropout_p == 0.0, kDeviceName,
+      " fused attention has no dropout; "
       "scaled_dot_product_attention uses the math path for dropout_p > 0");
-  TORCH_CHECK(!return_debug_mask,
-              "mydev fused attention returns no debug mask");
+  TORCH_CHECK(!return_debug_mask, kDeviceName,
+              " fused attention returns no debug mask");
   auto [output, logsumexp] = at::_scaled_dot_product_flash_attention_for_cpu(
       query, key, value, dropout_p, is_causal, attn_bias, scale);
   const auto options = query.options();
@@ -121,8 +123,8 @@ fusedAttentionBackward(
     const at::Tensor& /*cum_seq_k*/, int64_t /*max_q*/, int64_t /*max_k*/,
     double dropout_p, bool is_causal, const at::Tensor& /*philox_seed*/,
     const at::Tensor& /*philox_offset*/, std::optional<double> scale) {
-  TORCH_CHECK(!grad_input_mask[3],
-              "mydev fused attention computes no gradient for the mask");
+  TORCH_CHECK(!grad_input_mask[3], kDeviceName,
+              " fused attention computes no gradient for the mask");
   const std::optional<at::Tensor> mask =
       attn_bias.defined() ? std::optional<at::Tensor>(attn_bias) : std::nullopt;
   auto [grad_query, grad_key, grad_value] =

@@ -24,8 +24,8 @@ c10::Device targetDevice(std::optional<c10::Device> device) {
   if (!device.has_value() || !device->has_index()) {
     return c10::Device(c10::DeviceType::PrivateUse1, currentDevice());
   }
-  TORCH_CHECK(device->type() == c10::DeviceType::PrivateUse1,
-              "expected a mydev device, got ", *device);
+  TORCH_CHECK(device->type() == c10::DeviceType::PrivateUse1, "expected a ",
+              kDeviceName, " device, got ", *device);
   checkDeviceIndex(device->index());
   return *device;
 }
@@ -38,8 +38,8 @@ at::Tensor empty_memory_format(c10::IntArrayRef size,
                                std::optional<at::MemoryFormat> memory_format) {
   TORCH_CHECK(!pin_memory.value_or(false),
               "Only dense CPU tensors can be pinned");
-  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
-              "mydev supports only strided tensors, got layout ", *layout);
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided, kDeviceName,
+              " supports only strided tensors, got layout ", *layout);
   const c10::DeviceGuard guard(targetDevice(device));
   return at::detail::empty_generic(size, &cachingAllocator(), kMydevKeys,
                                    c10::dtype_or_default(dtype), memory_format);
@@ -52,8 +52,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<bool> pin_memory) {
   TORCH_CHECK(!pin_memory.value_or(false),
               "Only dense CPU tensors can be pinned");
-  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
-              "mydev supports only strided tensors, got layout ", *layout);
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided, kDeviceName,
+              " supports only strided tensors, got layout ", *layout);
   const c10::DeviceGuard guard(targetDevice(device));
   return at::detail::empty_strided_generic(size, stride, &cachingAllocator(),
                                            kMydevKeys,

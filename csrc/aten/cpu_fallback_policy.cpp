@@ -8,6 +8,8 @@
 #include <mutex>
 #include <set>
 
+#include "../core/device.h"
+
 namespace mydev {
 namespace {
 
@@ -57,15 +59,15 @@ void runOnCpuIfAllowed(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   const std::string name = c10::toString(op.operator_name());
   const CpuFallbackPolicy current = cpuFallbackPolicy();
   TORCH_CHECK_NOT_IMPLEMENTED(
-      current != CpuFallbackPolicy::Off, "mydev has no kernel for ", name, ": ",
-      why_unsupported,
+      current != CpuFallbackPolicy::Off, kDeviceName, " has no kernel for ",
+      name, ": ", why_unsupported,
       ". Set MYDEV_CPU_FALLBACK=warn (or on) to run it "
       "on the CPU, with its inputs copied there and its results copied back.");
   {
     const std::lock_guard<std::mutex> lock(counts_mutex);
     counts[name] += 1;
     if (current == CpuFallbackPolicy::Warn && warned.insert(name).second) {
-      TORCH_WARN("mydev: ", name,
+      TORCH_WARN(kDeviceName, ": ", name,
                  " has no device kernel; running it on the CPU "
                  "(MYDEV_CPU_FALLBACK=warn). Its inputs are copied to the "
                  "host and its results back.");

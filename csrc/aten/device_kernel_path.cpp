@@ -81,9 +81,9 @@ c10::Device resolveDevice(const c10::OperatorHandle& op, Stack* stack,
   }
   if (!device.has_value()) {
     // Only a mydev generator brought the call here: a CPU op was given it.
-    TORCH_CHECK(
-        false, op.operator_name(),
-        ": Expected a 'cpu' device type for generator but found 'mydev'");
+    TORCH_CHECK(false, op.operator_name(),
+                ": Expected a 'cpu' device type for generator but found '",
+                kDeviceName, "'");
   }
   if (!device->has_index()) {
     device = c10::Device(c10::DeviceType::PrivateUse1, currentDevice());
@@ -213,7 +213,6 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
   const size_t n_args = schema.arguments().size();
   struct Outcome {
     Stack stack;
-    std::exception_ptr error;
   };
   auto outcome = std::make_shared<Outcome>();
   const std::vector<c10::IValue> device_args(stack->begin() + first_arg,
@@ -236,21 +235,13 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
   }
   const std::optional<HostKernel> beyond_cpu =
       kernelBeyondCpuDtypes(op, device_args);
-  launchKernel(op.operator_name().name.c_str(), [op, outcome, beyond_cpu] {
-    try {
-      if (beyond_cpu.has_value()) {
-        (*beyond_cpu)(op, &outcome->stack);
-      } else {
-        op.callBoxed(&outcome->stack);
-      }
-    } catch (...) {
-      outcome->error = std::current_exception();
+  runKernelAndWait(op.operator_name().name.c_str(), [op, outcome, beyond_cpu] {
+    if (beyond_cpu.has_value()) {
+      (*beyond_cpu)(op, &outcome->stack);
+    } else {
+      op.callBoxed(&outcome->stack);
     }
   });
-  getCurrentStream().synchronize();
-  if (outcome->error) {
-    std::rethrow_exception(outcome->error);
-  }
   for (const auto& [index, host_out] : host_outs) {
     const at::Tensor& device_out = device_args[index].toTensor();
     // An out= tensor the kernel resizes takes the kernel's layout, as a
@@ -340,9 +331,11 @@ void throwDeviceMismatch(c10::Device a, c10::Device b) {
 void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  Stack* stack) {
   if (!hasDeviceKernels(op.operator_name())) {
-    runOnCpuIfAllowed(op, stack,
-                      "operators outside ATen have host implementations, not "
-                      "device kernels (register a mydev kernel for it)");
+    static const std::string why = c10::str(
+        "operators outside ATen have host implementations, not "
+        "device kernels (register a ",
+        kDeviceName, " kernel for it)");
+    runOnCpuIfAllowed(op, stack, why.c_str());
     return;
   }
   const c10::FunctionSchema& schema = op.schema();
@@ -350,8 +343,8 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const size_t first_arg = stack->size() - n_args;
   const c10::Device device = resolveDevice(op, stack, first_arg);
   TORCH_CHECK_NOT_IMPLEMENTED(
-      op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU),
-      "mydev has no kernel for ", op.operator_name(),
+      op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU), kDeviceName,
+      " has no kernel for ", op.operator_name(),
       ": the operator has no CPU kernel for the simulator to run on the "
       "device either.");
   const c10::DeviceGuard guard(device);

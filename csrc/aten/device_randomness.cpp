@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "../core/device.h"
 #include "../core/generator.h"
 
 namespace mydev {
@@ -25,8 +26,9 @@ PhiloxInputs reservePhilox(const std::optional<at::Generator>& requested,
                              ? *requested
                              : defaultGenerator(device);
   TORCH_CHECK(source.device().type() == c10::DeviceType::PrivateUse1,
-              "Expected a 'mydev' device type for generator but found '",
-              source.device().type(), "'");
+              "Expected a '", kDeviceName,
+              "' device type for generator but found '", source.device().type(),
+              "'");
   auto* impl = at::check_generator<MydevGeneratorImpl>(source);
   const std::lock_guard<std::mutex> lock(impl->mutex_);
   return impl->reserve(draws);

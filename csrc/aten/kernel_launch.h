@@ -4,6 +4,7 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/util/Exception.h>
 
+#include <exception>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -69,6 +70,26 @@ void launchKernel(const char* name, const MydevStream& stream, Body&& body) {
 template <typename Body>
 void launchKernel(const char* name, Body&& body) {
   launchKernel(name, getCurrentStream(), std::forward<Body>(body));
+}
+
+// Runs `body` as a kernel on the current stream and waits for it, for results
+// the host needs at once (data-dependent shapes, host values). An exception
+// the body throws is rethrown here with its own type (IndexError stays
+// IndexError) rather than becoming a kernel error.
+template <typename Body>
+void runKernelAndWait(const char* name, Body&& body) {
+  auto error = std::make_shared<std::exception_ptr>();
+  launchKernel(name, [error, body = std::forward<Body>(body)]() mutable {
+    try {
+      body();
+    } catch (...) {
+      *error = std::current_exception();
+    }
+  });
+  getCurrentStream().synchronize();
+  if (*error) {
+    std::rethrow_exception(*error);
+  }
 }
 
 }  // namespace mydev

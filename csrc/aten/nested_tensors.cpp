@@ -16,6 +16,7 @@
 #include <ATen/ops/empty_like_native.h>
 #include <torch/library.h>
 
+#include "../core/device.h"
 #include "cpu_fallback_policy.h"
 
 namespace mydev {
@@ -23,8 +24,9 @@ namespace {
 
 void nestedOnCpuIfAllowed(const c10::OperatorHandle& op, c10::DispatchKeySet,
                           torch::jit::Stack* stack) {
-  runOnCpuIfAllowed(op, stack, "mydev has no kernels for nested tensors",
-                    c10::DispatchKey::NestedTensorCPU);
+  static const std::string why =
+      c10::str(kDeviceName, " has no kernels for nested tensors");
+  runOnCpuIfAllowed(op, stack, why.c_str(), c10::DispatchKey::NestedTensorCPU);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <limits>
 #include <optional>
 
+#include "../core/device.h"
 #include "../core/generator.h"
 #include "device_randomness.h"
 #include "host_view.h"
@@ -69,7 +70,8 @@ void launchRandomKernel(const char* name, const at::TensorBase& self,
                         uint64_t numbers_per_element, Fill fill) {
   // Only a mydev generator brought a host tensor here.
   TORCH_CHECK(self.device().is_privateuseone(), name,
-              ": Expected a 'cpu' device type for generator but found 'mydev'");
+              ": Expected a 'cpu' device type for generator but found '",
+              kDeviceName, "'");
   const c10::DeviceGuard guard(self.device());
   const PhiloxInputs start =
       reservePhilox(generator, self.device().index(),

@@ -8,7 +8,6 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 
-#include <exception>
 #include <memory>
 #include <vector>
 
@@ -162,7 +161,6 @@ void runSparseOnHostViews(const c10::OperatorHandle& op, Stack* stack,
   struct Outcome {
     HostArguments args;
     Stack results;
-    std::exception_ptr error;
   };
   auto outcome = std::make_shared<Outcome>();
   outcome->args = hostArguments(schema, device_args);
@@ -182,32 +180,24 @@ void runSparseOnHostViews(const c10::OperatorHandle& op, Stack* stack,
   for (size_t r = 0; r < schema.returns().size(); ++r) {
     returns_argument.push_back(aliasedArgument(schema, r).has_value());
   }
-  launchKernel(op.operator_name().name.c_str(),
-               [op, outcome, written_sparse, returns_argument] {
-                 try {
-                   Stack call = outcome->args.stack;
-                   op.callBoxed(&call);
-                   const auto& memory = outcome->args.device_memory;
-                   for (size_t r = 0; r < call.size(); ++r) {
-                     if (r < returns_argument.size() && returns_argument[r])
-                       continue;
-                     call[r] = mapTensors(call[r], [&](const at::Tensor& t) {
-                       return ownedByHost(t, memory);
-                     });
-                   }
-                   for (size_t i : written_sparse) {
-                     at::Tensor& arg = outcome->args.stack[i].toTensor();
-                     arg = ownedByHost(arg, memory);
-                   }
-                   outcome->results = std::move(call);
-                 } catch (...) {
-                   outcome->error = std::current_exception();
-                 }
-               });
-  getCurrentStream().synchronize();
-  if (outcome->error) {
-    std::rethrow_exception(outcome->error);
-  }
+  runKernelAndWait(op.operator_name().name.c_str(),
+                   [op, outcome, written_sparse, returns_argument] {
+                     Stack call = outcome->args.stack;
+                     op.callBoxed(&call);
+                     const auto& memory = outcome->args.device_memory;
+                     for (size_t r = 0; r < call.size(); ++r) {
+                       if (r < returns_argument.size() && returns_argument[r])
+                         continue;
+                       call[r] = mapTensors(call[r], [&](const at::Tensor& t) {
+                         return ownedByHost(t, memory);
+                       });
+                     }
+                     for (size_t i : written_sparse) {
+                       at::Tensor& arg = outcome->args.stack[i].toTensor();
+                       arg = ownedByHost(arg, memory);
+                     }
+                     outcome->results = std::move(call);
+                   });
   for (const auto& [index, host_out] : outcome->args.outs) {
     adopt(device_args[index].toTensor(), host_out, device);
   }

@@ -22,6 +22,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "../core/device.h"
 #include "../core/mydev_stream.h"
 #include "device_kernel_path.h"
 #include "ivalue_tensors.h"
@@ -116,9 +117,8 @@ void runSparse(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       keys.highestPriorityTypeId() == c10::DispatchKey::SparseCsrPrivateUse1;
   const c10::DispatchKey cpu_key =
       compressed ? c10::DispatchKey::SparseCsrCPU : c10::DispatchKey::SparseCPU;
-  TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(cpu_key),
-                              "mydev has no kernel for ", op.operator_name(),
-                              " on ",
+  TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(cpu_key), kDeviceName,
+                              " has no kernel for ", op.operator_name(), " on ",
                               compressed ? "sparse compressed" : "sparse COO",
                               " tensors: the CPU has none either.");
   if (device.has_value() &&

@@ -22,8 +22,8 @@ void MydevGeneratorImpl::set_current_seed(uint64_t seed) {
 }
 
 void MydevGeneratorImpl::set_offset(uint64_t offset) {
-  TORCH_CHECK(offset % 4 == 0,
-              "mydev generator offset must be a multiple of 4, got ", offset);
+  TORCH_CHECK(offset % 4 == 0, kDeviceName,
+              " generator offset must be a multiple of 4, got ", offset);
   offset_ = offset;
 }
 
@@ -38,16 +38,16 @@ uint64_t MydevGeneratorImpl::seed() {
 
 void MydevGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   at::detail::check_rng_state(new_state);
-  TORCH_CHECK(static_cast<size_t>(new_state.numel()) == kStateSize,
-              "mydev RNG state must be ", kStateSize,
+  TORCH_CHECK(static_cast<size_t>(new_state.numel()) == kStateSize, kDeviceName,
+              " RNG state must be ", kStateSize,
               " bytes (seed: uint64, offset: int64), got ", new_state.numel());
   const auto* bytes = new_state.data_dtype_initialized<uint8_t>();
   uint64_t seed = 0;
   int64_t offset = 0;
   std::memcpy(&seed, bytes, sizeof(seed));
   std::memcpy(&offset, bytes + sizeof(seed), sizeof(offset));
-  TORCH_CHECK(offset >= 0 && offset % 4 == 0,
-              "mydev RNG state has an invalid offset ", offset,
+  TORCH_CHECK(offset >= 0 && offset % 4 == 0, kDeviceName,
+              " RNG state has an invalid offset ", offset,
               " (must be non-negative and a multiple of 4)");
   seed_ = seed;
   offset_ = static_cast<uint64_t>(offset);

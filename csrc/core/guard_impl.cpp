@@ -32,8 +32,8 @@ struct MydevGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   void setDevice(c10::Device device) const override {
-    TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1,
-                "expected a mydev device, got ", device);
+    TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "expected a ",
+                kDeviceName, " device, got ", device);
     checkDeviceIndex(device.index());
     MYDEV_CHECK(mydevSetDevice(device.index()));
   }

@@ -66,7 +66,7 @@ struct MydevHooks final : public at::PrivateUse1HooksInterface {
     mydevPointerAttributes attributes{};
     MYDEV_CHECK(mydevPointerGetAttributes(&attributes, data));
     TORCH_CHECK(attributes.type == mydevMemoryTypeDevice, "pointer ", data,
-                " is not mydev device memory");
+                " is not ", kDeviceName, " device memory");
     return {c10::DeviceType::PrivateUse1,
             static_cast<c10::DeviceIndex>(attributes.device)};
   }
@@ -85,8 +85,8 @@ struct MydevHooks final : public at::PrivateUse1HooksInterface {
                               size_t new_bytes) const override {
     c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
     // Python's negative sizes arrive here wrapped around to huge values.
-    TORCH_CHECK(static_cast<int64_t>(new_bytes) >= 0,
-                "Trying to resize a mydev storage to a negative size (",
+    TORCH_CHECK(static_cast<int64_t>(new_bytes) >= 0, "Trying to resize a ",
+                kDeviceName, " storage to a negative size (",
                 static_cast<int64_t>(new_bytes), " bytes)");
     TORCH_CHECK(impl->resizable(),
                 "Trying to resize storage that is not resizable");

@@ -102,8 +102,8 @@ void waitUntilReady(Counters* counters, int64_t sequence,
   using std::chrono::microseconds;
   for (int round = 0; load(&counters->ready) < sequence; ++round) {
     if (round % 2000 == 1999 && processExited(producer_pid)) {
-      TORCH_CHECK(load(&counters->ready) >= sequence, "mydev: the process ",
-                  producer_pid,
+      TORCH_CHECK(load(&counters->ready) >= sequence, kDeviceName,
+                  ": the process ", producer_pid,
                   " that shared this tensor exited before its device work on "
                   "the tensor completed");
     }
@@ -159,16 +159,16 @@ void releaseReceivedStorage(void* context) {
 
 SharedStorage shareStorage(const at::Tensor& tensor,
                            uintptr_t unused_counters) {
-  TORCH_CHECK(tensor.device().is_privateuseone(),
-              "shareStorage: not a mydev tensor");
+  TORCH_CHECK(tensor.device().is_privateuseone(), "shareStorage: not a ",
+              kDeviceName, " tensor");
   c10::StorageImpl* impl = tensor.storage().unsafeGetStorageImpl();
   TORCH_CHECK(impl->data() != nullptr, "shareStorage: the storage has no data");
   // Its allocation belongs to another process: that one's handle is all a
   // third process could open, and the lifetime count is that process's.
-  TORCH_CHECK(
-      impl->data_ptr().get_deleter() != &releaseReceivedStorage,
-      "mydev: a tensor received from another process cannot be sent on to "
-      "a third one; send a clone() of it");
+  TORCH_CHECK(impl->data_ptr().get_deleter() != &releaseReceivedStorage,
+              kDeviceName,
+              ": a tensor received from another process cannot be sent on to "
+              "a third one; send a clone() of it");
   collectReleasedStorages();
 
   SharedStorage shared{};
@@ -205,7 +205,7 @@ SharedStorage shareStorage(const at::Tensor& tensor,
 at::Tensor openSharedStorage(const SharedStorage& shared,
                              int64_t producer_pid) {
   TORCH_CHECK(shared.allocation_handle.size() == MYDEV_IPC_HANDLE_SIZE,
-              "openSharedStorage: not a mydev IPC handle");
+              "openSharedStorage: not a ", kDeviceName, " IPC handle");
   TORCH_CHECK(shared.device >= 0 && shared.device < kMaxDevices,
               "openSharedStorage: invalid device ", shared.device);
   checkDeviceIndex(static_cast<c10::DeviceIndex>(shared.device));

@@ -31,6 +31,7 @@
 #include <tuple>
 #include <vector>
 
+#include "device.h"
 #include "mydev_stream.h"
 #include "runtime_check.h"
 
@@ -108,7 +109,7 @@ class MydevProfilerSession final : public libkineto::IActivityProfilerSession {
   explicit MydevProfilerSession(std::set<ActivityType> types)
       : types_(std::move(types)),
         buffer_(std::make_unique<libkineto::CpuTraceBuffer>()) {
-    buffer_->span.name = "mydev";
+    buffer_->span.name = kDeviceName;
     buffer_->span.iteration = 0;  // "mydev (0)" next to "PyTorch Profiler (0)"
   }
 
@@ -223,8 +224,8 @@ class MydevProfilerSession final : public libkineto::IActivityProfilerSession {
 
   static libkineto::DeviceInfo deviceInfo(int device) {
     return {device, device + libkineto::kExceedMaxPid,
-            "mydev:" + std::to_string(device),
-            "mydev " + std::to_string(device)};
+            kDeviceName + (":" + std::to_string(device)),
+            kDeviceName + (" " + std::to_string(device))};
   }
 
   // Activities live in the trace buffer handed to Kineto (getTraceBuffer),
@@ -347,7 +348,7 @@ class MydevActivityProfiler final : public libkineto::IActivityProfiler {
   }
 
  private:
-  const std::string name_{"mydev"};
+  const std::string name_{kDeviceName};
 };
 
 REGISTER_PRIVATEUSE1_PROFILER(MydevActivityProfiler);

@@ -56,10 +56,11 @@ c10::DeviceIndex resolveDevice(c10::DeviceIndex device) {
 
 MydevStream::MydevStream(c10::Stream stream) : stream_(stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
-              "expected a mydev stream, got a stream on ", stream.device());
+              "expected a ", kDeviceName, " stream, got a stream on ",
+              stream.device());
   TORCH_CHECK(
       stream.id() >= 0 && stream.id() <= kPriorityLevels * kStreamsPerPriority,
-      "invalid mydev stream id ", stream.id());
+      "invalid ", kDeviceName, " stream id ", stream.id());
 }
 
 int MydevStream::priority() const {

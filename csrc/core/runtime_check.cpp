@@ -1,5 +1,6 @@
 #include "runtime_check.h"
 
+#include "device.h"
 #include "kernel_errors.h"
 
 #include <string>
@@ -26,17 +27,19 @@ void throwRuntimeError(mydevError_t error, const char* expr, const char* file,
         // Under launch blocking the kernel ran inside the launching call.
         kernel_error.add_context(
             mydevLaunchBlocking()
-                ? "raised by a mydev kernel, reported at its launch "
-                  "(MYDEV_LAUNCH_BLOCKING=1): " +
-                      detail
-                : "raised asynchronously by a mydev kernel and reported at "
-                  "this synchronizing call: " +
-                      detail);
+                ? c10::str("raised by a ", kDeviceName,
+                           " kernel, reported at its launch "
+                           "(MYDEV_LAUNCH_BLOCKING=1): ",
+                           detail)
+                : c10::str("raised asynchronously by a ", kDeviceName,
+                           " kernel and reported at this synchronizing "
+                           "call: ",
+                           detail));
         throw;
       }
     }
   }
-  TORCH_CHECK(false, "mydev error: ", detail, where);
+  TORCH_CHECK(false, kDeviceName, " error: ", detail, where);
 }
 
 }  // namespace mydev

@@ -26,6 +26,7 @@
 
 #include "../aten/host_view.h"
 #include "../aten/kernel_launch.h"
+#include "../core/device.h"
 
 namespace mydev::custom_ops {
 
@@ -37,8 +38,8 @@ void runFusedKernel(const char* name, c10::Device device, Body body,
     body(tensors...);
     return;
   }
-  TORCH_CHECK(device.is_privateuseone(), name,
-              ": expected mydev or CPU tensors, got ", device);
+  TORCH_CHECK(device.is_privateuseone(), name, ": expected ", kDeviceName,
+              " or CPU tensors, got ", device);
   const c10::DeviceGuard guard(device);
   launchKernel(name, [body = std::move(body),
                       views = std::make_tuple(hostView(tensors)...)]() {

@@ -7,6 +7,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include "../core/device.h"
+
 namespace mydev::custom_ops {
 
 inline bool isFusedDtype(c10::ScalarType type) {
@@ -19,7 +21,8 @@ inline void checkActivation(const char* op, const char* arg,
                             const at::Tensor& t) {
   TORCH_CHECK(t.defined(), op, ": ", arg, " is undefined");
   TORCH_CHECK(t.device().is_cpu() || t.device().is_privateuseone(), op, ": ",
-              arg, " must be on mydev or the CPU, got ", t.device());
+              arg, " must be on ", kDeviceName, " or the CPU, got ",
+              t.device());
   TORCH_CHECK(t.layout() == c10::kStrided, op, ": ", arg,
               " must be a strided tensor, got ", t.layout());
   TORCH_CHECK(isFusedDtype(t.scalar_type()), op, ": ", arg,

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include "../aten/host_view.h"
+#include "../core/device.h"
 
 namespace mydev::distributed {
 
@@ -48,8 +49,9 @@ void throwDistError(const std::string& message) {
 
 void checkTensor(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
-              "myccl: ", what, " takes mydev tensors, got a tensor on ",
-              t.device(), " (use \"mydev:myccl,cpu:gloo\" for CPU tensors)");
+              "myccl: ", what, " takes ", kDeviceName,
+              " tensors, got a tensor on ", t.device(), " (use \"", kDeviceName,
+              ":myccl,cpu:gloo\" for CPU tensors)");
   TORCH_CHECK(t.layout() == c10::kStrided, "myccl: ", what,
               " takes dense tensors");
   TORCH_CHECK(t.is_contiguous(), "myccl: ", what, " takes contiguous tensors");

@@ -154,8 +154,8 @@ void CommStreamBackend::watchCompletion(
 }
 
 MydevStream CommStreamBackend::commStream(c10::Device device) {
-  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1,
-              "myccl handles mydev tensors only, got ", device);
+  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "myccl handles ",
+              kDeviceName, " tensors only, got ", device);
   if (!device_) {
     device_ = device;
     stream_ = getStreamFromPool(0, device.index());

@@ -269,3 +269,29 @@ class CommStreamBackend : public c10d::Backend {
 };
 
 }  // namespace mydev::distributed
+
+// The declarations of every transport kernel above, for a transport's class
+// body: the list is long and must match the base exactly, so it is written
+// once, here.
+#define MYCCL_TRANSPORT_KERNEL_OVERRIDES                                       \
+  Kernel broadcastKernel(const at::Tensor& data, int root) override;           \
+  Kernel allreduceKernel(const at::Tensor& data, ReduceOp op) override;        \
+  Kernel reduceKernel(const at::Tensor& data, ReduceOp op, int root) override; \
+  Kernel allgatherKernel(const char* name, const at::Tensor& input,            \
+                         const std::vector<at::Tensor>& outputs) override;     \
+  Kernel allgatherIntoTensorKernel(const at::Tensor& input,                    \
+                                   const at::Tensor& output) override;         \
+  Kernel reduceScatterKernel(const at::Tensor& input,                          \
+                             const at::Tensor& output, ReduceOp op) override;  \
+  Kernel gatherKernel(const at::Tensor& input,                                 \
+                      const std::vector<at::Tensor>& outputs, int root)        \
+      override;                                                                \
+  Kernel scatterKernel(const std::vector<at::Tensor>& inputs,                  \
+                       const at::Tensor& output, int root) override;           \
+  Kernel alltoallBaseKernel(const at::Tensor& input, const at::Tensor& output, \
+                            const AlltoallRows& rows) override;                \
+  Kernel alltoallKernel(const std::vector<at::Tensor>& inputs,                 \
+                        const std::vector<at::Tensor>& outputs) override;      \
+  Kernel barrierKernel() override;                                             \
+  Kernel pointToPointKernel(bool is_send, const at::Tensor& data, int peer,    \
+                            int tag) override;

@@ -50,27 +50,7 @@ class GlooTransportBackend : public CommStreamBackend {
   // own timeout, or at once if this rank's process exits.
   void abortPeers() override {}
 
-  Kernel broadcastKernel(const at::Tensor& data, int root) override;
-  Kernel allreduceKernel(const at::Tensor& data, ReduceOp op) override;
-  Kernel reduceKernel(const at::Tensor& data, ReduceOp op, int root) override;
-  Kernel allgatherKernel(const char* name, const at::Tensor& input,
-                         const std::vector<at::Tensor>& outputs) override;
-  Kernel allgatherIntoTensorKernel(const at::Tensor& input,
-                                   const at::Tensor& output) override;
-  Kernel reduceScatterKernel(const at::Tensor& input, const at::Tensor& output,
-                             ReduceOp op) override;
-  Kernel gatherKernel(const at::Tensor& input,
-                      const std::vector<at::Tensor>& outputs,
-                      int root) override;
-  Kernel scatterKernel(const std::vector<at::Tensor>& inputs,
-                       const at::Tensor& output, int root) override;
-  Kernel alltoallBaseKernel(const at::Tensor& input, const at::Tensor& output,
-                            const AlltoallRows& rows) override;
-  Kernel alltoallKernel(const std::vector<at::Tensor>& inputs,
-                        const std::vector<at::Tensor>& outputs) override;
-  Kernel barrierKernel() override;
-  Kernel pointToPointKernel(bool is_send, const at::Tensor& data, int peer,
-                            int tag) override;
+  MYCCL_TRANSPORT_KERNEL_OVERRIDES
 
  private:
   // A kernel that drives gloo; `body` gets the gloo backend and the timeout

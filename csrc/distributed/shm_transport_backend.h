@@ -3,10 +3,10 @@
 // CommStreamBackend describes.
 //
 // Two algorithms, chosen per collective by message size (see the
-// thresholds in shm_transport_backend.cpp): small messages are staged through
-// the shared segment's slots (one synchronization per 4 MiB chunk, lowest
-// latency); large ones read the peers' device buffers directly through the
-// driver's peer-memory handles (peer_memory.h), without a staging copy.
+// thresholds in shm_transport_backend_chunks.h): small messages are staged
+// through the shared segment's slots (one synchronization per 4 MiB chunk,
+// lowest latency); large ones read the peers' device buffers directly through
+// the driver's peer-memory handles (peer_memory.h), without a staging copy.
 // MYCCL_ALGO=staged|direct forces one (direct still falls back to staged
 // when the ranks cannot map each other's memory).
 #pragma once
@@ -53,27 +53,7 @@ class ShmTransportBackend : public CommStreamBackend {
   void abortPeers() override;
   void onTimeoutChanged(std::chrono::milliseconds timeout) override;
 
-  Kernel broadcastKernel(const at::Tensor& data, int root) override;
-  Kernel allreduceKernel(const at::Tensor& data, ReduceOp op) override;
-  Kernel reduceKernel(const at::Tensor& data, ReduceOp op, int root) override;
-  Kernel allgatherKernel(const char* name, const at::Tensor& input,
-                         const std::vector<at::Tensor>& outputs) override;
-  Kernel allgatherIntoTensorKernel(const at::Tensor& input,
-                                   const at::Tensor& output) override;
-  Kernel reduceScatterKernel(const at::Tensor& input, const at::Tensor& output,
-                             ReduceOp op) override;
-  Kernel gatherKernel(const at::Tensor& input,
-                      const std::vector<at::Tensor>& outputs,
-                      int root) override;
-  Kernel scatterKernel(const std::vector<at::Tensor>& inputs,
-                       const at::Tensor& output, int root) override;
-  Kernel alltoallBaseKernel(const at::Tensor& input, const at::Tensor& output,
-                            const AlltoallRows& rows) override;
-  Kernel alltoallKernel(const std::vector<at::Tensor>& inputs,
-                        const std::vector<at::Tensor>& outputs) override;
-  Kernel barrierKernel() override;
-  Kernel pointToPointKernel(bool is_send, const at::Tensor& data, int peer,
-                            int tag) override;
+  MYCCL_TRANSPORT_KERNEL_OVERRIDES
 
  private:
   struct P2PRequest {

@@ -39,15 +39,16 @@ int tensorArgument(PyObject* object, const char* kernel, int argument,
                    int device, void** device_pointer, void* host_value,
                    int capacity) {
   if (!THPVariable_Check(object)) {
-    setLastError("%s: argument %d is a %s, expected a mydev tensor", kernel,
-                 argument, Py_TYPE(object)->tp_name);
+    setLastError("%s: argument %d is a %s, expected a %s tensor", kernel,
+                 argument, Py_TYPE(object)->tp_name, kDeviceName);
     return -1;
   }
   const at::Tensor& tensor = THPVariable_Unpack(object);
   if (tensor.device().type() == c10::DeviceType::PrivateUse1) {
     if (tensor.device().index() != device) {
-      setLastError("%s: argument %d is on %s, but the kernel runs on mydev:%d",
-                   kernel, argument, tensor.device().str().c_str(), device);
+      setLastError("%s: argument %d is on %s, but the kernel runs on %s:%d",
+                   kernel, argument, tensor.device().str().c_str(), kDeviceName,
+                   device);
       return -1;
     }
     *device_pointer = mydevKernelPointer(tensor.data_ptr());
@@ -59,9 +60,9 @@ int tensorArgument(PyObject* object, const char* kernel, int argument,
     return 1;
   }
   setLastError(
-      "%s: argument %d is on %s, expected a mydev tensor (or a one-element CPU "
+      "%s: argument %d is on %s, expected a %s tensor (or a one-element CPU "
       "tensor)",
-      kernel, argument, tensor.device().str().c_str());
+      kernel, argument, tensor.device().str().c_str(), kDeviceName);
   return -1;
 }
 

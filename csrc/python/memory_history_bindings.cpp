@@ -146,7 +146,7 @@ py::dict segmentDict(const SegmentInfo& segment, FrameBatch& frames) {
   result["stream"] = streamId(segment.device, segment.stream);
   result["segment_type"] = segment.is_large ? "large" : "small";
   result["segment_pool_id"] = py::make_tuple(0, 0);
-  result["is_expandable"] = false;
+  result["is_expandable"] = segment.is_expandable;
   frames.add(nullptr, result);
   py::list blocks;
   size_t address = segment.address;

@@ -254,16 +254,25 @@ mydevError_t DeviceMemory::free_reservation(void* ptr, size_t size) {
   return mydevSuccess;
 }
 
+mydevError_t DeviceMemory::check_inside_reservation(const char* api, void* ptr,
+                                                    size_t size) {
+  const auto range = range_containing(page_of(ptr), size / page_);
+  if (range == ranges_.end() || !range->second.reservation) {
+    return fail(mydevErrorInvalidValue,
+                "%s: [%p, +%zu bytes) is not inside one reservation of "
+                "mydev:%d",
+                api, ptr, size, device_);
+  }
+  return mydevSuccess;
+}
+
 mydevError_t DeviceMemory::map(void* ptr, size_t size) {
   const size_t first = page_of(ptr);
   const size_t count = size / page_;
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto range = range_containing(first, count);
-  if (range == ranges_.end() || !range->second.reservation) {
-    return fail(mydevErrorInvalidValue,
-                "mydevMemMap: [%p, +%zu bytes) is not inside one reservation "
-                "of mydev:%d",
-                ptr, size, device_);
+  if (const mydevError_t error =
+          check_inside_reservation("mydevMemMap", ptr, size)) {
+    return error;
   }
   for (size_t page = first; page < first + count; ++page) {
     if (page_table_[page] != kUnmapped) {
@@ -278,12 +287,9 @@ mydevError_t DeviceMemory::unmap(void* ptr, size_t size) {
   const size_t first = page_of(ptr);
   const size_t count = size / page_;
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto range = range_containing(first, count);
-  if (range == ranges_.end() || !range->second.reservation) {
-    return fail(mydevErrorInvalidValue,
-                "mydevMemUnmap: [%p, +%zu bytes) is not inside one "
-                "reservation of mydev:%d",
-                ptr, size, device_);
+  if (const mydevError_t error =
+          check_inside_reservation("mydevMemUnmap", ptr, size)) {
+    return error;
   }
   unmap_pages(first, count);
   return mydevSuccess;

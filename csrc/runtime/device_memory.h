@@ -74,6 +74,10 @@ class DeviceMemory {
   void unmap_pages(size_t first, size_t count);
   // The range starting at `ptr`, or end().
   std::map<size_t, Range>::iterator range_at(const void* ptr);
+  // mydevSuccess if [ptr, ptr + size) lies inside one reservation, else the
+  // error `api` (the driver call checking) returns.
+  mydevError_t check_inside_reservation(const char* api, void* ptr,
+                                        size_t size);
   // The range containing [first, first + count) pages, or end().
   std::map<size_t, Range>::iterator range_containing(size_t first,
                                                      size_t count);

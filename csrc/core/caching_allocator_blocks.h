@@ -1,0 +1,100 @@
+// Blocks and segments of the mydev caching allocator: a segment is one driver
+// allocation, cut into blocks that are linked to their neighbours so freed
+// pieces can be merged back. Free blocks wait in a BlockPool (a free list),
+// ordered by stream, then size, then address, so that a best fit on the
+// requesting stream is one lower_bound.
+#pragma once
+
+#include <c10/core/Stream.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "../runtime/mydev_runtime.h"
+
+namespace mydev::caching_allocator {
+
+// Size classes as on CUDA: small requests share 2 MiB segments, medium ones
+// 20 MiB segments, big ones get their own segment rounded to 2 MiB.
+constexpr size_t kMinBlockSize = 512;
+constexpr size_t kSmallSize = 1 << 20;
+constexpr size_t kSmallSegment = 2 << 20;
+constexpr size_t kLargeSegment = 20 << 20;
+constexpr size_t kMinLargeAlloc = 10 << 20;
+constexpr size_t kRoundLarge = 2 << 20;
+
+inline size_t roundSize(size_t size) {
+  if (size < kMinBlockSize) {
+    return kMinBlockSize;
+  }
+  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+inline size_t segmentSizeFor(size_t size) {
+  if (size <= kSmallSize) {
+    return kSmallSegment;
+  }
+  if (size < kMinLargeAlloc) {
+    return kLargeSegment;
+  }
+  return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
+}
+
+// A reservation of device addresses behind an expandable segment
+// (caching_allocator_expandable_segments.cpp): device pages are mapped into
+// it only under the blocks that need them.
+struct ExpandableSegment {
+  char* base = nullptr;
+  size_t size = 0;
+  std::vector<bool> mapped;  // per page of the driver's granularity
+};
+
+struct Block;
+
+struct BlockComparator {
+  bool operator()(const Block* a, const Block* b) const;
+};
+using BlockPool = std::set<Block*, BlockComparator>;
+
+struct Block {
+  c10::DeviceIndex device;
+  mydevStream_t stream;  // the stream it was allocated on
+  size_t size;
+  size_t requested_size = 0;
+  void* ptr;
+  BlockPool* pool;
+  bool allocated = false;
+  Block* prev = nullptr;  // neighbours inside the same segment
+  Block* next = nullptr;
+  // Streams other than `stream` that used the block (record_stream).
+  std::vector<c10::Stream> stream_uses;
+  int pending_events = 0;
+  // The reservation the block lies in, for blocks of expandable segments.
+  ExpandableSegment* expandable = nullptr;
+
+  Block(c10::DeviceIndex device_, mydevStream_t stream_, size_t size_,
+        BlockPool* pool_, void* ptr_)
+      : device(device_), stream(stream_), size(size_), ptr(ptr_), pool(pool_) {}
+
+  bool isSplit() const { return prev != nullptr || next != nullptr; }
+};
+
+inline size_t address(const Block* block) {
+  return reinterpret_cast<size_t>(block->ptr);
+}
+
+inline bool BlockComparator::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) {
+    return reinterpret_cast<uintptr_t>(a->stream) <
+           reinterpret_cast<uintptr_t>(b->stream);
+  }
+  if (a->size != b->size) {
+    return a->size < b->size;
+  }
+  return reinterpret_cast<uintptr_t>(a->ptr) <
+         reinterpret_cast<uintptr_t>(b->ptr);
+}
+
+}  // namespace mydev::caching_allocator
