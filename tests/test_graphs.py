@@ -30,7 +30,7 @@ def test_replay_values_equal_eager_and_follow_inputs():
         return y
 
     graph, out = _capture(chain)
-    for step in range(3):
+    for _ in range(3):
         x.add_(1.0)
         ref = ref + 1.0
         graph.replay()
