@@ -34,7 +34,7 @@ def register() -> None:
         from torch._inductor.codegen import common
         from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 
-        from device_ext.torch_patches import fake_tensor, inductor
+        from device_ext.torch_patches import cudagraphs, fake_tensor, inductor
 
         from . import config
         from .benchmarker import register_benchmarker
@@ -61,6 +61,9 @@ def register() -> None:
         register_benchmarker()
         inductor.apply(kernel_language=lambda: config.kernel_language)
         fake_tensor.apply()
+        from .graph_policy import MydevGraphPolicy
+
+        cudagraphs.apply(MydevGraphPolicy())
         _registered = True
 
 

@@ -236,3 +236,44 @@ def test_graph_as_a_user_script():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["[3.0,", "3.0,", "3.0,", "3.0]", "refused", "16.0"]
+
+
+def test_reduce_overhead_replays_captured_graph_inference(caplog):
+    import logging
+
+    def f(x, w):
+        return torch.relu(x @ w) + 1
+
+    w = torch.randn(8, 8, device="mydev")
+    compiled = torch.compile(f, mode="reduce-overhead", dynamic=False)
+    with caplog.at_level(logging.INFO, logger="inductor_backend.graph_policy"):
+        for _ in range(3):
+            x = torch.randn(4, 8, device="mydev")
+            torch.testing.assert_close(compiled(x, w).cpu(), f(x.cpu(), w.cpu()), rtol=1e-5, atol=1e-5)
+        assert sum("recording a mydev graph" in r.message for r in caplog.records) == 1
+        # A new shape records a new graph.
+        x = torch.randn(6, 8, device="mydev")
+        torch.testing.assert_close(compiled(x, w).cpu(), f(x.cpu(), w.cpu()), rtol=1e-5, atol=1e-5)
+        assert sum("recording a mydev graph" in r.message for r in caplog.records) == 2
+
+
+def test_reduce_overhead_training_step_matches_cpu():
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1)).to("mydev")
+    model.load_state_dict({k: v.to("mydev") for k, v in cpu.state_dict().items()})
+    opt_cpu = torch.optim.SGD(cpu.parameters(), lr=0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    for _ in range(3):
+        x = torch.randn(4, 8)
+        loss = compiled(x.to("mydev")).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        loss_cpu = cpu(x).pow(2).mean()
+        loss_cpu.backward()
+        opt_cpu.step()
+        opt_cpu.zero_grad()
+        torch.testing.assert_close(loss.detach().cpu(), loss_cpu.detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(model[0].weight.detach().cpu(), cpu[0].weight.detach(), rtol=1e-4, atol=1e-5)
