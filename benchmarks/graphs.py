@@ -128,7 +128,7 @@ def _measure_decode(budget: Budget) -> List[Row]:
                 progress(f"decode: {variant}")
                 for _ in range(3):
                     step(x, pos)  # compile / record
-                timed = _timed(lambda: step(x, pos), "mydev")
+                timed = _timed(lambda step=step, x=x, pos=pos: step(x, pos), "mydev")
                 us, base = compare(timed, eager_cpu, budget)
             row.us, row.baseline_us = us * 1e6, base * 1e6
         except Exception as error:  # a failed row is reported, not fatal
