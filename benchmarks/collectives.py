@@ -93,6 +93,7 @@ from harness import (  # noqa: E402
     mydev_over_cpu,
     progress,
     render_sectioned_table,
+    report_entry,
     run_benchmark,
     verdict_summary,
 )
@@ -202,6 +203,16 @@ class Row:
             "ratio": self.ratio,
             "verdict": self.verdict,
             "cross_host_ratio": self.cross_host_ratio,
+            "report": [
+                report_entry(
+                    f"{self.what} {size_text(self.size)}, {self.world} ranks",
+                    self.ratio,
+                    self.target,
+                    "higher",
+                    self.verdict,
+                    "myccl over shared memory against gloo, same collective",
+                )
+            ],
         }
 
 

@@ -66,6 +66,7 @@ from harness import (  # noqa: E402
     progress,
     record_failure,
     render_sectioned_table,
+    report_entry,
     run_benchmark,
     sync_devices,
 )
@@ -145,6 +146,24 @@ class Row:
             "ratio_verdict": self.ratio_verdict,
             "speedup_target": SPEEDUP_TARGET,
             "speedup_verdict": self.speedup_verdict,
+            "report": [
+                report_entry(
+                    f"{self.model} {self.section}: compiled mydev / compiled CPU",
+                    self.ratio,
+                    RATIO_TARGET,
+                    "lower",
+                    self.ratio_verdict,
+                    "the same model compiled by Inductor for each device",
+                ),
+                report_entry(
+                    f"{self.model} {self.section}: eager / compiled mydev",
+                    self.speedup,
+                    SPEEDUP_TARGET,
+                    "higher",
+                    self.speedup_verdict,
+                    "the same model on mydev, eager and compiled",
+                ),
+            ],
         }
 
 

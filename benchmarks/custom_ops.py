@@ -48,6 +48,7 @@ from harness import (  # noqa: E402
     progress,
     record_failure,
     render_sectioned_table,
+    report_entry,
     run_benchmark,
     sync_devices,
     verdict_summary,
@@ -205,7 +206,15 @@ class Row:
         return "PASS" if self.speedup >= self.target else "MISS"
 
     def to_json(self) -> Dict[str, Any]:
-        return {**asdict(self), "unit": "ms", "speedup": self.speedup, "verdict": self.verdict}
+        entry = report_entry(
+            f"{self.op} {self.shape} {self.dtype}: composed / fused",
+            self.speedup,
+            self.target,
+            "higher",
+            self.verdict,
+            "the fused op against the eager ops it replaces, both on mydev",
+        )
+        return {**asdict(self), "unit": "ms", "speedup": self.speedup, "verdict": self.verdict, "report": [entry]}
 
 
 def _timed(fn: Callable[..., torch.Tensor], args: list, trained: Tuple[int, ...], backward: bool) -> Op:

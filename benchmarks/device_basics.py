@@ -8,9 +8,10 @@ Three groups of measurements, each row a ratio mydev / CPU:
 * allocation latency (us): ``torch.empty`` + free through the caching
   allocator (and with the cache emptied before every allocation); baseline:
   ``torch.empty`` on the CPU;
-* launch latency (us): an empty kernel (``torch.mydev._sleep(0)``), a launch +
-  synchronize round trip and a one-element ``x + 1``; baselines: CPU
-  ``torch.empty(0)`` and CPU ``x + 1``.
+* launch latency (us): an empty kernel (``torch.mydev._sleep(0)``) and a
+  launch + synchronize round trip, mydev only (the CPU launches nothing, so
+  no ratio); a one-element ``x + 1``, many calls then one synchronize and
+  each call synchronized, against the same ``x + 1`` on the CPU.
 
 Every figure is the median of several repetitions after warm-up; the
 repetitions of a mydev figure and of its CPU baseline alternate, so both see
@@ -47,6 +48,7 @@ from harness import (  # noqa: E402
     mydev_over_cpu,
     progress,
     render_sectioned_table,
+    report_entry,
     run_benchmark,
     sync_devices,
 )
@@ -112,7 +114,15 @@ class Row:
         return f"{1.0 / speedup:.2f}x slower"
 
     def to_json(self) -> Dict[str, Any]:
-        return {**asdict(self), "ratio": self.ratio, "reading": self.reading()}
+        entry = report_entry(
+            self.what if self.size == "-" else f"{self.what} {self.size}",
+            self.ratio,
+            None,
+            "higher" if self.higher_is_better else "lower",
+            "-",
+            self.note or "the same operation on mydev and CPU",
+        )
+        return {**asdict(self), "ratio": self.ratio, "reading": self.reading(), "report": [entry]}
 
 
 def format_size(nbytes: int) -> str:
@@ -269,23 +279,18 @@ def allocation_rows(budget: BasicsBudget) -> List[Row]:
 # ----------------------------------------------------------------- launch --
 
 
-def _cpu_empty0() -> Timed:
-    """The CPU's do-nothing op, ``torch.empty(0)``: one dispatcher round with
-    no work, the baseline for launch overhead."""
-    return Timed(lambda: torch.empty(0))
-
-
-def empty_kernel_latency(budget: Budget) -> Tuple[float, float]:
+def empty_kernel_latency(budget: Budget) -> Tuple[float, Optional[float]]:
     """Microseconds per ``_sleep(0)`` launch when many are queued before one
-    synchronize, and per CPU ``torch.empty(0)``."""
+    synchronize. The CPU launches nothing, so there is no CPU figure: the
+    ``x + 1`` rows give the same work on both sides."""
     sleep = torch.mydev._sleep
-    seconds = compare(Timed(lambda: sleep(0), sync_devices((0,))), _cpu_empty0(), budget)
-    return seconds[0] * 1e6, seconds[1] * 1e6
+    seconds = compare(Timed(lambda: sleep(0), sync_devices((0,))), Timed(lambda: None), budget)
+    return seconds[0] * 1e6, None
 
 
-def round_trip_latency(budget: Budget) -> Tuple[float, float]:
+def round_trip_latency(budget: Budget) -> Tuple[float, Optional[float]]:
     """Microseconds per ``_sleep(0)`` launch followed at once by its
-    synchronize, and per CPU ``torch.empty(0)``."""
+    synchronize (no CPU figure, as above)."""
     sleep = torch.mydev._sleep
     synchronize = torch.mydev.synchronize
 
@@ -293,11 +298,11 @@ def round_trip_latency(budget: Budget) -> Tuple[float, float]:
         sleep(0)
         synchronize(0)
 
-    seconds = compare(Timed(launch_and_wait), _cpu_empty0(), budget)
-    return seconds[0] * 1e6, seconds[1] * 1e6
+    seconds = compare(Timed(launch_and_wait), Timed(lambda: None), budget)
+    return seconds[0] * 1e6, None
 
 
-def add_one_latency(budget: Budget) -> Tuple[float, float]:
+def add_one_latency(budget: Budget) -> Tuple[float, Optional[float]]:
     """Microseconds per ``x + 1`` on a one-element float tensor, mydev
     (many calls, then synchronize) and CPU."""
     on_device = torch.ones(1, device="mydev:0")
@@ -306,10 +311,26 @@ def add_one_latency(budget: Budget) -> Tuple[float, float]:
     return seconds[0] * 1e6, seconds[1] * 1e6
 
 
-LAUNCH_MEASUREMENTS: Tuple[Tuple[str, Callable[[Budget], Tuple[float, float]], str], ...] = (
-    ("empty kernel, N launches + sync", empty_kernel_latency, "CPU: torch.empty(0)"),
-    ("empty kernel, launch + sync", round_trip_latency, "CPU: torch.empty(0)"),
-    ("x + 1, 1 element, N calls + sync", add_one_latency, "CPU: x + 1"),
+def add_one_round_trip(budget: Budget) -> Tuple[float, Optional[float]]:
+    """Microseconds per ``x + 1`` whose result is ready when the call
+    returns: on mydev the launch and its synchronize, on the CPU the op."""
+    on_device = torch.ones(1, device="mydev:0")
+    on_cpu = torch.ones(1)
+    synchronize = torch.mydev.synchronize
+
+    def add_and_wait() -> None:
+        on_device + 1
+        synchronize(0)
+
+    seconds = compare(Timed(add_and_wait), Timed(lambda: on_cpu + 1), budget)
+    return seconds[0] * 1e6, seconds[1] * 1e6
+
+
+LAUNCH_MEASUREMENTS: Tuple[Tuple[str, Callable[[Budget], Tuple[float, Optional[float]]], str], ...] = (
+    ("empty kernel, N launches + sync", empty_kernel_latency, "mydev only: the CPU has no launch"),
+    ("empty kernel, launch + sync", round_trip_latency, "mydev only: the CPU has no launch"),
+    ("x + 1, 1 element, N calls + sync", add_one_latency, "both: x + 1, results ready after the sync"),
+    ("x + 1, 1 element, each call + sync", add_one_round_trip, "both: x + 1, each result ready on return"),
 )
 
 
@@ -340,7 +361,7 @@ SECTION_TITLES = {
     "CPU baseline: dst.copy_(src) on the CPU, same size.",
     "alloc": "Allocation latency, us per torch.empty + free (lower is better; "
     "ratio < 1: mydev faster). CPU baseline: torch.empty on the CPU.",
-    "launch": "Launch latency, us per call (lower is better; ratio < 1: mydev faster). Baseline named in the note.",
+    "launch": "Launch latency, us per call (lower is better; ratio < 1: mydev faster). The note says what each side runs.",
 }
 HEADERS = ("what", "size", *FIGURE_HEADERS, "better", "reading", "note")
 

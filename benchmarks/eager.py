@@ -6,6 +6,11 @@ eager-mode performance issue sets for it:
 
 * per-op overhead: ``x + 1`` on a one-element tensor, 10 000 calls per
   repetition; target: mydev at most 3x the CPU time;
+* chains of small ops: each hot op family (elementwise with scalars and
+  broadcasting, reductions, the matmul family, copies and views, indexing,
+  softmax and norms, the AdamW foreach step) as a chain of calls on
+  one-element inputs, many chains then one synchronize; target: mydev at most
+  1.5x the CPU time;
 * large ops: a 16M-element add (allocating, and into ``out=``), a
   16M-element sum, softmax over a
   [4096, 4096] tensor and a 1024x1024 mm; target: at most 1.1x the CPU time;
@@ -17,7 +22,9 @@ eager-mode performance issue sets for it:
   forward + backward, and a full training step with AdamW; target: at most
   1.2x the CPU time.
 
-Every figure is the median of several repetitions after warm-up; the
+Every row runs the same code on the same inputs on both devices (the AdamW
+step explicitly uses the foreach implementation on both, since the CPU's
+default would be the for-loop one). Every figure is the median of several repetitions after warm-up; the
 repetitions of a mydev figure and of its CPU baseline alternate, so both see
 the same machine load. Device work is timed up to the return of
 ``torch.mydev.synchronize()``. Nothing here asserts on time; PASS / MISS
@@ -53,6 +60,7 @@ from harness import (  # noqa: E402
     progress,
     record_failure,
     render_sectioned_table,
+    report_entry,
     run_benchmark,
     sync_devices,
     verdict_summary,
@@ -108,7 +116,10 @@ class Row:
         return "PASS" if ratio <= self.target else "MISS"
 
     def to_json(self) -> Dict[str, Any]:
-        return {**asdict(self), "ratio": self.ratio, "verdict": self.verdict}
+        entry = report_entry(
+            f"{self.what} {self.shape}", self.ratio, self.target, "lower", self.verdict, "the same op on mydev and CPU"
+        )
+        return {**asdict(self), "ratio": self.ratio, "verdict": self.verdict, "report": [entry]}
 
 
 @dataclass(frozen=True)
@@ -136,6 +147,94 @@ def _seeded(shape: Sequence[int], device: str) -> torch.Tensor:
 def make_add_one(device: str) -> Op:
     x = torch.ones(1, device=device)
     return lambda: x + 1
+
+
+# Chains of small ops on one-element (or 1x1) inputs: what each op family
+# costs per call on the eager path, launches queued back to back as in a
+# model's forward. Each chain's figure is per op of the chain.
+
+
+def make_chain_elementwise(device: str) -> Op:
+    x, y = torch.ones(1, device=device), torch.ones(1, 1, device=device)
+
+    def chain() -> None:
+        t = x * 2 + y  # scalar, then broadcasting [1] + [1, 1]
+        t = (t - 1).relu()
+        t = t / y
+        t.mul_(0.5)
+
+    return chain
+
+
+def make_chain_reductions(device: str) -> Op:
+    x = torch.ones(1, 1, device=device)
+
+    def chain() -> None:
+        x.sum()
+        x.mean(dim=0)
+        x.amax(dim=-1)
+        x.norm()
+
+    return chain
+
+
+def make_chain_matmul(device: str) -> Op:
+    a, b, bias = torch.ones(1, 1, device=device), torch.ones(1, 1, device=device), torch.ones(1, device=device)
+    batch = torch.ones(1, 1, 1, device=device)
+
+    def chain() -> None:
+        a @ b
+        torch.addmm(bias, a, b)
+        torch.bmm(batch, batch)
+        F.linear(a, b, bias)
+
+    return chain
+
+
+def make_chain_copies_views(device: str) -> Op:
+    x, out = torch.ones(1, 1, device=device), torch.empty(1, 1, device=device)
+
+    def chain() -> None:
+        x.view(1).unsqueeze(0).t()
+        x.clone()
+        out.copy_(x)
+        x.t().contiguous()
+
+    return chain
+
+
+def make_chain_indexing(device: str) -> Op:
+    x = torch.ones(4, device=device)
+    index = torch.zeros(1, dtype=torch.long, device=device)
+
+    def chain() -> None:
+        x[index]
+        x.index_select(0, index)
+        x[1:2]
+        x.index_fill(0, index, 1.0)
+
+    return chain
+
+
+def make_chain_softmax_norms(device: str) -> Op:
+    x = torch.ones(1, 1, device=device)
+    weight, bias = torch.ones(1, device=device), torch.zeros(1, device=device)
+
+    def chain() -> None:
+        torch.softmax(x, dim=-1)
+        F.log_softmax(x, dim=-1)
+        F.layer_norm(x, (1,), weight, bias)
+        torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    return chain
+
+
+def make_chain_optimizer(device: str) -> Op:
+    params = [torch.ones(1, device=device, requires_grad=True) for _ in range(2)]
+    for p in params:
+        p.grad = torch.ones(1, device=device)
+    opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    return opt.step
 
 
 def make_add(device: str) -> Op:
@@ -243,7 +342,9 @@ def make_transformer_fwd_bwd(device: str) -> Op:
 
 def make_transformer_train_step(device: str) -> Op:
     layer, x, target = _transformer(device)
-    opt = torch.optim.AdamW(layer.parameters(), lr=1e-4)  # each device's default implementation
+    # The same implementation on both sides (mydev's default, as cuda's):
+    # the CPU would default to the for-loop one.
+    opt = torch.optim.AdamW(layer.parameters(), lr=1e-4, foreach=True)
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
@@ -271,6 +372,69 @@ WORKLOADS: Tuple[Workload, ...] = (
         unit="us",
         fixed_calls=True,
         note="per-op overhead",
+    ),
+    Workload(
+        "chains",
+        "elementwise: x * 2 + y (broadcast), - 1, relu, / y, mul_",
+        "[1] f32",
+        1.5,
+        make_chain_elementwise,
+        unit="us",
+        note="per chain of 5 calls",
+    ),
+    Workload(
+        "chains",
+        "reductions: sum, mean(0), amax(-1), norm",
+        "[1] f32",
+        1.5,
+        make_chain_reductions,
+        unit="us",
+        note="per chain of 4 calls",
+    ),
+    Workload(
+        "chains",
+        "matmul: @, addmm, bmm, linear",
+        "[1] f32",
+        1.5,
+        make_chain_matmul,
+        unit="us",
+        note="per chain of 4 calls",
+    ),
+    Workload(
+        "chains",
+        "copies and views: view/unsqueeze/t, clone, copy_, t().contiguous()",
+        "[1] f32",
+        1.5,
+        make_chain_copies_views,
+        unit="us",
+        note="per chain of 4 calls",
+    ),
+    Workload(
+        "chains",
+        "indexing: x[idx], index_select, x[1:2], index_fill",
+        "[1] f32",
+        1.5,
+        make_chain_indexing,
+        unit="us",
+        note="per chain of 4 calls",
+    ),
+    Workload(
+        "chains",
+        "softmax, log_softmax, layer_norm, rms (4 ops)",
+        "[1] f32",
+        1.5,
+        make_chain_softmax_norms,
+        unit="us",
+        note="per chain of 4 calls",
+    ),
+    Workload(
+        "chains",
+        "AdamW step, foreach, 2 one-element params",
+        "[1] f32",
+        1.5,
+        make_chain_optimizer,
+        unit="us",
+        note="per chain of 1 call",
     ),
     Workload(
         "large",
@@ -357,7 +521,7 @@ WORKLOADS: Tuple[Workload, ...] = (
         1.2,
         make_transformer_train_step,
         work=(3 * _layer_flops(), "GFLOP/s"),
-        note="zero_grad + fwd + bwd + step",
+        note="zero_grad + fwd + bwd + step; AdamW foreach=True on both",
     ),
 )
 
@@ -367,18 +531,6 @@ def _throughput_note(work: Optional[Tuple[float, str]], mydev_s: float, cpu_s: f
         return ""
     amount, unit = work
     return f"{unit}: mydev {amount / mydev_s / 1e9:.1f}, CPU {amount / cpu_s / 1e9:.1f}"
-
-
-def _adamw_impls() -> str:
-    """Which AdamW implementation each side runs by default."""
-    from torch.optim.optimizer import _default_to_fused_or_foreach
-
-    impl = {}
-    for device in ("mydev", "cpu"):
-        p = torch.zeros(2, device=device)
-        _, foreach = _default_to_fused_or_foreach([p], differentiable=False, use_fused=False)
-        impl[device] = "foreach" if foreach else "for-loop"
-    return f"AdamW default: mydev {impl['mydev']}, CPU {impl['cpu']}"
 
 
 def measure(workload: Workload, budget: EagerBudget) -> Row:
@@ -401,8 +553,6 @@ def measure(workload: Workload, budget: EagerBudget) -> Row:
         return record_failure(row, exc)
     row.mydev, row.cpu = mydev_s * scale, cpu_s * scale
     notes = [n for n in (row.note, _throughput_note(workload.work, mydev_s, cpu_s)) if n]
-    if "AdamW" in workload.what:
-        notes.append(_adamw_impls())
     row.note = "; ".join(notes)
     return row
 
@@ -411,6 +561,7 @@ def measure(workload: Workload, budget: EagerBudget) -> Row:
 
 SECTION_TITLES = {
     "overhead": "Per-op overhead, us per call (lower is better). Target: mydev/CPU <= 3.",
+    "chains": "Chains of small ops, us per chain (lower is better). Target: mydev/CPU <= 1.5.",
     "large": "Large ops, ms per call (lower is better). Target: mydev/CPU <= 1.1.",
     "convolution": "Convolutions, ms per call (lower is better). Target: mydev/CPU <= 1.1.",
     "transformer": "Transformer layer, ms per call (lower is better). Target: mydev/CPU <= 1.2.",

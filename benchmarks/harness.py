@@ -245,6 +245,16 @@ def verdict_summary(rows: Sequence[Any]) -> str:
     )
 
 
+def report_entry(
+    what: str, ratio: Optional[float], target: Optional[float], better: str, verdict: str, compares: str = ""
+) -> Dict[str, Any]:
+    """One ratio as ``python -m benchmarks`` collects it (benchmarks/README.md,
+    "One report"): a row's JSON lists its ratios under ``"report"``.
+    ``better`` is "lower" or "higher": which side of ``target`` passes;
+    ``compares`` says what each side runs."""
+    return {"what": what, "ratio": ratio, "target": target, "better": better, "verdict": verdict, "compares": compares}
+
+
 def progress(message: str) -> None:
     print(f"  ... {message}", file=sys.stderr, flush=True)
 
@@ -327,7 +337,9 @@ def run_benchmark(
     environment, and write the JSON file if asked to. Progress goes to
     stderr, the table to stdout."""
     parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help=quick_help)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help=quick_help)
+    mode.add_argument("--full", action="store_true", help="full run (the default)")
     parser.add_argument("--json", metavar="PATH", help="also write the results (and environment) to PATH")
     args = parser.parse_args()
     if not torch.mydev.is_available():

@@ -47,6 +47,7 @@ from harness import (  # noqa: E402
     progress,
     record_failure,
     render_sectioned_table,
+    report_entry,
     run_benchmark,
     sync_devices,
 )
@@ -85,7 +86,15 @@ class Row:
     error: str = ""
 
     def to_json(self) -> Dict[str, Any]:
-        return asdict(self)
+        entry = report_entry(
+            f"{self.model} {self.section}: Triton / C++ kernels",
+            self.triton_over_cpp,
+            None,
+            "lower",
+            "ERROR" if self.error else "-",
+            "the same compiled model on mydev with each kernel language",
+        )
+        return {**asdict(self), "report": [entry]}
 
 
 def _inductor_of_its_own() -> Callable[..., Any]:

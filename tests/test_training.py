@@ -305,6 +305,32 @@ def test_transformer_eval_fast_path_matches_cpu():
             assert_close_to_cpu(out, ref, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_decoder_eval_fast_path_matches_cpu(norm_first):
+    """Under no_grad a decoder layer's attention takes
+    torch._native_multi_head_attention without weights, which the CPU kernel
+    returns as None (the Meta kernel says an empty tensor)."""
+    layer = make_model(
+        nn.TransformerDecoderLayer,
+        d_model=4,
+        nhead=2,
+        dim_feedforward=8,
+        dropout=0.0,
+        batch_first=True,
+        norm_first=norm_first,
+    ).eval()
+    dev = to_device(layer)
+    tgt = torch.randn(2, 3, 4, device=D)
+    memory = torch.randn(2, 5, 4, device=D)
+    with torch.no_grad():
+        ref = layer(tgt.cpu(), memory.cpu())
+        out = dev(tgt, memory)
+        assert_close_to_cpu(out, ref, rtol=RTOL, atol=ATOL)
+        attn = dev.self_attn
+        _, weights = attn(tgt, tgt, tgt, need_weights=False)
+    assert weights is None
+
+
 def _transformer_encoder_eval_with_padding_mask():
     enc = make_model(
         nn.TransformerEncoder,

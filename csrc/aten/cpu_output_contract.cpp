@@ -220,6 +220,11 @@ void applyCpuOutputContract(const c10::OperatorHandle& op,
     TensorMeta& indices = metadata[0].tensors[0];
     const c10::DimVector strides = c10::contiguous_strides(indices.sizes);
     indices.strides.assign(strides.begin(), strides.end());
+  } else if (name == "aten::_native_multi_head_attention" &&
+             !argument(schema, args, "need_weights")->toBool()) {
+    // Without need_weights the CPU kernel returns no attention weights (an
+    // undefined tensor); the Meta kernel says an empty one.
+    metadata[1].tensors[0].defined = false;
   } else if (name == "aten::linalg_eig") {
     makeColumnMajor(metadata[1].tensors[0]);
   } else if (layoutChosenByTheCpuKernel(name) &&

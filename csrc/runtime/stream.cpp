@@ -16,7 +16,6 @@
 #include "kernel_gate.h"
 #include "lifecycle.h"
 #include "parallel_copy.h"
-#include "spin.h"
 
 namespace mydev_sim {
 namespace {
@@ -123,15 +122,20 @@ void Stream::executor_main() {
       if (stop_) return;
       // Spin before sleeping: the next launch usually comes within
       // microseconds, and a futex wake would cost more than the kernel.
+      // spin.h says how long.
       lock.unlock();
-      spin_until(
-          [&] { return enqueued_.load(std::memory_order_acquire) != head_; });
+      const auto start = AdaptiveSpin::Clock::now();
+      const bool arrived = work_spin_.spin(
+          [&] { return enqueued_.load(std::memory_order_acquire) != head_; },
+          start);
       lock.lock();
+      if (arrived) continue;
       while (head_ == enqueued_.load(std::memory_order_relaxed) && !stop_) {
         executor_sleeping_ = true;
         work_cv_.wait(lock);
         executor_sleeping_ = false;
       }
+      work_spin_.record_wait(start);
       continue;
     }
     const size_t count = size_t(std::min<uint64_t>(tail - head_, kBatch));
@@ -230,11 +234,13 @@ void Stream::wait(uint64_t sequence, bool spin) {
            shutting_down();
   };
   if (reached()) return;
-  if (spin && spin_until(reached)) return;
+  const auto start = AdaptiveSpin::Clock::now();
+  if (spin && done_spin_.spin(reached, start)) return;
   std::unique_lock<std::mutex> lock(done_mutex_);
   waiters_.fetch_add(1, std::memory_order_seq_cst);
   done_cv_.wait(lock, reached);
   waiters_.fetch_sub(1, std::memory_order_relaxed);
+  if (spin) done_spin_.record_wait(start);
 }
 
 void Stream::destroy() {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mydev_runtime.h"
+#include "spin.h"
 
 namespace mydev_sim {
 
@@ -101,7 +102,8 @@ class Stream {
   uint64_t completed() const {
     return completed_.load(std::memory_order_acquire);
   }
-  // Until completed() >= sequence, spinning briefly first if `spin`.
+  // Until completed() >= sequence, spinning briefly first if `spin` (see
+  // spin.h for how long).
   void wait(uint64_t sequence, bool spin);
 
   // Waits for the stream's work, stops the executor, invalidates the handle
@@ -140,6 +142,7 @@ class Stream {
   uint64_t head_ = 0;  // tasks taken by the executor
   std::atomic<uint64_t> enqueued_{0};
   bool executor_sleeping_ = false;
+  AdaptiveSpin work_spin_;  // the executor waiting for work
   bool stop_ = false;
 
   // Written by the executor after every task: kept off the cache line that
@@ -149,6 +152,7 @@ class Stream {
   std::atomic<int> waiters_{0};    // threads asleep in wait()
   std::mutex done_mutex_;
   std::condition_variable done_cv_;
+  AdaptiveSpin done_spin_;  // threads waiting for the stream's work
 
   std::thread executor_;
 };
