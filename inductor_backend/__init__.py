@@ -34,7 +34,7 @@ def register() -> None:
         from torch._inductor.codegen import common
         from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 
-        from device_ext.torch_patches import aot_inductor, fake_tensor, inductor
+        from device_ext.torch_patches import aot_inductor, cudagraphs, fake_tensor, inductor
 
         from . import config
         from .benchmarker import register_benchmarker
@@ -62,6 +62,9 @@ def register() -> None:
         inductor.apply(kernel_language=lambda: config.kernel_language)
         fake_tensor.apply()
         aot_inductor.apply(model_header=AOTI_MODEL_HEADER)
+        from .graph_policy import MydevGraphPolicy
+
+        cudagraphs.apply(MydevGraphPolicy())
         _registered = True
 
 

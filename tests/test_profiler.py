@@ -119,7 +119,8 @@ def test_chrome_trace_has_device_tracks_and_flows(tmp_path):
         for e in complete_events(trace, "privateuse1_runtime")
         if e["args"]["correlation"] == mul[0]["args"]["correlation"]
     ]
-    assert len(launches) == 1 and launches[0]["name"] == "mydevLaunchKernel"
+    # (mydevLaunchKernelEx: the launch whose kernels graphs can capture)
+    assert len(launches) == 1 and launches[0]["name"] == "mydevLaunchKernelEx"
     assert launches[0]["pid"] != 0
     flows = [e for e in trace if e.get("cat") == "ac2g" and e["id"] == mul[0]["args"]["correlation"]]
     assert sorted(f["ph"] for f in flows) == ["f", "s"]

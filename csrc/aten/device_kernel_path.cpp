@@ -416,8 +416,11 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const bool copy_results = outputs.fresh && !out_variant.has_value();
   launchKernel(
       op.operator_name().name.c_str(),
-      [to_run, copy_results, beyond_cpu, kernel_stack = std::move(kernel_stack),
+      [to_run, copy_results, beyond_cpu, arguments = std::move(kernel_stack),
        host_outputs = std::move(host_outputs)]() mutable {
+        // Calls consume their stack, and a kernel captured in a graph runs
+        // at every replay: each run gets its own copy of the arguments.
+        torch::jit::Stack kernel_stack = arguments;
         if (beyond_cpu.has_value()) {
           (*beyond_cpu)(to_run, &kernel_stack);
         } else {

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "../core/device.h"
+#include "../core/device.h"
 #include "../core/generator.h"
 
 namespace mydev {
@@ -37,6 +38,15 @@ PhiloxInputs reservePhilox(const std::optional<at::Generator>& requested,
 at::Generator hostGeneratorFor(const std::optional<at::Generator>& requested,
                                c10::DeviceIndex device, uint64_t draws) {
   const PhiloxInputs inputs = reservePhilox(requested, device, draws);
+  // The CPU generator is seeded here, on the host: every replay of a graph
+  // would draw the same numbers.
+  TORCH_CHECK(inputs.graph == nullptr,
+              "this random op runs ATen's CPU kernel with a generator seeded "
+              "on the host, so it cannot be captured in a ",
+              kDeviceName,
+              " graph (its replays would repeat the same numbers); the "
+              "counter-based ops (uniform_, normal_, bernoulli_, dropout, "
+              "exponential_, random_, randint) can");
   return at::make_generator<at::CPUGeneratorImpl>(
       mix(inputs.seed ^ mix(inputs.offset)));
 }

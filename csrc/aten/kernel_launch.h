@@ -23,11 +23,11 @@ struct KernelClosure {
   Body body;
 };
 
+// The driver owns the closure (mydevLaunchKernelEx): a captured kernel runs
+// at every replay of its graph, and releaseKernelBody frees it.
 template <typename Body>
 void runKernelBody(void* user_data) {
-  // Owned here: freed whether the body returns or throws.
-  std::unique_ptr<KernelClosure<Body>> closure(
-      static_cast<KernelClosure<Body>*>(user_data));
+  auto* closure = static_cast<KernelClosure<Body>*>(user_data);
   // Kernels run ATen CPU kernels on host views; autograd was handled when
   // the op was dispatched on the host, so skip it here.
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
@@ -41,6 +41,11 @@ void runKernelBody(void* user_data) {
     recordKernelException(closure->device, std::current_exception(), message);
     throw std::runtime_error(message);
   }
+}
+
+template <typename Body>
+void releaseKernelBody(void* user_data) {
+  delete static_cast<KernelClosure<Body>*>(user_data);
 }
 }  // namespace detail
 
@@ -57,8 +62,9 @@ void launchKernel(const char* name, const MydevStream& stream, Body&& body) {
   auto owned = std::make_unique<detail::KernelClosure<Stored>>(
       detail::KernelClosure<Stored>{stream.device_index(),
                                     std::forward<Body>(body)});
-  const mydevError_t status = mydevLaunchKernel(
-      stream.raw(), name, &detail::runKernelBody<Stored>, owned.get());
+  const mydevError_t status = mydevLaunchKernelEx(
+      stream.raw(), name, &detail::runKernelBody<Stored>,
+      &detail::releaseKernelBody<Stored>, owned.get());
   // Success: the executor owns the body now. LaunchFailure (launch blocking
   // reporting a kernel error) means the body already ran and was freed.
   if (status == mydevSuccess || status == mydevErrorLaunchFailure) {

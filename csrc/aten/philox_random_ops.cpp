@@ -77,7 +77,7 @@ void launchRandomKernel(const char* name, const at::TensorBase& self,
       reservePhilox(generator, self.device().index(),
                     static_cast<uint64_t>(self.numel()) * numbers_per_element);
   launchKernel(name, [view = hostView(at::Tensor(self)), start,
-                      fill = std::move(fill)] { fill(view, start); });
+                      fill = std::move(fill)] { fill(view, start.atRun()); });
 }
 
 template <typename RNG>

@@ -111,6 +111,13 @@ class CachingAllocatorImpl final : public c10::DeviceAllocator {
     return device;
   }
 
+  // Graph private pools reach the device's cache directly.
+ public:
+  DeviceCache& cache(c10::DeviceIndex device) {
+    return cacheFor(checked(device));
+  }
+
+ private:
   bool created(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(caches_mutex_);
     return caches_[device] != nullptr;
@@ -152,5 +159,18 @@ struct RegisterAllocator {
 c10::DeviceAllocator& cachingAllocator() { return instance(); }
 
 std::vector<SegmentInfo> memorySnapshot() { return instance().snapshot(); }
+
+void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool,
+                         uint64_t capture_id) {
+  instance().cache(device).beginAllocateToPool(pool, capture_id);
+}
+
+void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool) {
+  instance().cache(device).endAllocateToPool(pool);
+}
+
+void releasePool(c10::DeviceIndex device, c10::MempoolId_t pool) {
+  instance().cache(device).releasePool(pool);
+}
 
 }  // namespace mydev

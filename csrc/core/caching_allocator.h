@@ -19,4 +19,15 @@ c10::DeviceAllocator& cachingAllocator();
 // history records stacks.
 std::vector<c10::CachingDeviceAllocator::SegmentInfo> memorySnapshot();
 
+// Graph private pools (caching_allocator_private_pools.cpp), as CUDA's
+// allocator has them: between begin and end, allocations on `device` made
+// from a stream recording into capture `capture_id` come from pool `pool`
+// (created on first use; each begin retains it, like a graph sharing it).
+// releasePool drops one retention; a pool nobody retains gives its memory
+// back once its blocks are free (output tensors of a graph can outlive it).
+void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool,
+                         uint64_t capture_id);
+void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool);
+void releasePool(c10::DeviceIndex device, c10::MempoolId_t pool);
+
 }  // namespace mydev

@@ -16,7 +16,10 @@ namespace mydev::caching_allocator {
 
 using c10::CachingDeviceAllocator::TraceEntry;
 
-BlockPool& DeviceCache::poolFor(size_t size) {
+BlockPool& DeviceCache::poolFor(size_t size, mydevStream_t stream) {
+  if (PrivatePool* pool = capturingPool(stream)) {
+    return size <= kSmallSize ? pool->small_blocks : pool->large_blocks;
+  }
   return size <= kSmallSize ? small_blocks_ : large_blocks_;
 }
 
@@ -28,10 +31,14 @@ Block* DeviceCache::allocate(size_t requested) {
   }
   const memory_history::CallContext context(TraceEntry::ALLOC);
   std::unique_lock<std::recursive_mutex> lock(mutex_);
-  processPendingEvents();
+  // Querying events is refused during a capture (the driver's unsafe
+  // calls); CUDA's allocator defers them the same way.
+  if (capture_pools_.empty()) {
+    processPendingEvents();
+  }
   const size_t size = roundSize(requested);
-  BlockPool& pool = poolFor(size);
   const mydevStream_t stream = getCurrentStream(device_).raw();
+  BlockPool& pool = poolFor(size, stream);
 
   Block* block = findBlock(pool, stream, size);
   if (block == nullptr) {
@@ -219,6 +226,7 @@ void DeviceCache::releaseCachedSegments() {
   MYDEV_CHECK(mydevDeviceSynchronize(device_));
   stats_.num_sync_all_streams += 1;
   waitForPendingEvents();
+  releaseUnretainedPools();
   for (BlockPool* pool : {&small_blocks_, &large_blocks_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* block = *it;
@@ -231,17 +239,22 @@ void DeviceCache::releaseCachedSegments() {
         ++it;
         continue;
       }
-      memory_history::record(TraceEntry::SEGMENT_FREE, device_, address(block),
-                             block->size, block->stream);
-      MYDEV_CHECK(mydevFree(block->ptr));
-      stats_.num_device_free += 1;
-      const StatTypes types = statTypesFor(pool);
-      decrease(stats_.segment, types, 1);
-      decrease(stats_.reserved_bytes, types, block->size);
       it = pool->erase(it);
-      delete block;
+      releaseSegment(*pool, block);
     }
   }
+}
+
+// A whole free segment, already out of its free list, back to the driver.
+void DeviceCache::releaseSegment(BlockPool& pool, Block* block) {
+  memory_history::record(TraceEntry::SEGMENT_FREE, device_, address(block),
+                         block->size, block->stream);
+  MYDEV_CHECK(mydevFree(block->ptr));
+  stats_.num_device_free += 1;
+  const StatTypes types = statTypesFor(&pool);
+  decrease(stats_.segment, types, 1);
+  decrease(stats_.reserved_bytes, types, block->size);
+  delete block;
 }
 
 void DeviceCache::throwOutOfMemory(size_t requested) {

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_set>
@@ -38,6 +39,11 @@ class DeviceCache {
   void recordStream(Block* block, c10::Stream stream);
   void emptyCache();
 
+  // Graph private pools (caching_allocator_private_pools.cpp).
+  void beginAllocateToPool(c10::MempoolId_t id, uint64_t capture_id);
+  void endAllocateToPool(c10::MempoolId_t id);
+  void releasePool(c10::MempoolId_t id);
+
   DeviceStats stats();
   // Every segment with its blocks in address order.
   std::vector<SegmentInfo> snapshot();
@@ -47,7 +53,7 @@ class DeviceCache {
  private:
   // The free list a request of `size` bytes is served from (and its new
   // segments are filed under). The one place a new kind of pool plugs in.
-  BlockPool& poolFor(size_t size);
+  BlockPool& poolFor(size_t size, mydevStream_t stream);
   StatTypes statTypesFor(const BlockPool* pool) const;
 
   // A block of `size` bytes, split off and backed by device pages, from the
@@ -78,6 +84,20 @@ class DeviceCache {
   // all of it.
   void releaseExpandable(Block* block);
 
+  // A graph's pool: its own free lists, so that the addresses its captured
+  // kernels use are never handed to anything else while it lives.
+  struct PrivatePool {
+    BlockPool small_blocks;
+    BlockPool large_blocks;
+    int retained = 0;  // graphs holding it
+  };
+  // The pool of the capture `stream` records into, or nullptr.
+  PrivatePool* capturingPool(mydevStream_t stream);
+  // Gives the whole free segments of unretained pools back to the driver
+  // and forgets the pools that are empty (device synchronized by caller).
+  void releaseUnretainedPools();
+  void releaseSegment(BlockPool& pool, Block* block);
+
   // Cross-stream frees (caching_allocator_stream_frees.cpp).
   // True when the block must wait for events on the streams that used it.
   bool deferFreeForStreamUses(Block* block);
@@ -99,6 +119,9 @@ class DeviceCache {
   std::unordered_set<Block*> active_blocks_;
   DeviceStats stats_;
   std::vector<std::unique_ptr<ExpandableSegment>> expandable_segments_;
+  std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
+  // Captures whose allocations go to a pool: capture id -> pool id.
+  std::map<uint64_t, c10::MempoolId_t> capture_pools_;
 };
 
 // Adds to / subtracts from the selected entries of a statistic.

@@ -76,21 +76,30 @@ int exchangeDevice(int device) {
 
 struct CompiledKernel {
   MydevKernelBody run;
+  MydevKernelBody discard;
   void* payload;
 };
 
 void runCompiledKernel(void* user_data) {
+  const auto* kernel = static_cast<CompiledKernel*>(user_data);
+  kernel->run(kernel->payload);
+}
+
+// The driver owns the kernel (mydevLaunchKernelEx): a graph that captured it
+// runs it at every replay and releases it when destroyed.
+void releaseCompiledKernel(void* user_data) {
   const std::unique_ptr<CompiledKernel> kernel(
       static_cast<CompiledKernel*>(user_data));
-  kernel->run(kernel->payload);
+  kernel->discard(kernel->payload);
 }
 
 int launch(void* stream, const char* name, MydevKernelBody run,
            MydevKernelBody discard, void* payload) {
-  auto kernel = std::make_unique<CompiledKernel>(CompiledKernel{run, payload});
-  const mydevError_t status =
-      mydevLaunchKernel(static_cast<mydevStream_t>(stream), name,
-                        &runCompiledKernel, kernel.get());
+  auto kernel =
+      std::make_unique<CompiledKernel>(CompiledKernel{run, discard, payload});
+  const mydevError_t status = mydevLaunchKernelEx(
+      static_cast<mydevStream_t>(stream), name, &runCompiledKernel,
+      &releaseCompiledKernel, kernel.get());
   if (status == mydevSuccess) {
     kernel.release();
     return 0;

@@ -65,9 +65,28 @@ c10::intrusive_ptr<c10::TensorImpl> MydevGeneratorImpl::get_state() const {
 
 PhiloxInputs MydevGeneratorImpl::reserve(uint64_t increment) {
   const uint64_t rounded = ((increment + 3) / 4) * 4;
+  if (capturing_ != nullptr) {
+    const PhiloxInputs inputs{0, capture_offset_, capturing_};
+    capture_offset_ += rounded;
+    return inputs;
+  }
   const PhiloxInputs inputs{seed_, offset_};
   offset_ += rounded;
   return inputs;
+}
+
+void MydevGeneratorImpl::captureBegin(
+    std::shared_ptr<const GraphRngState> state) {
+  TORCH_CHECK(capturing_ == nullptr, kDeviceName, ":",
+              static_cast<int>(device().index()),
+              "'s generator is already used by a graph being captured");
+  capturing_ = std::move(state);
+  capture_offset_ = 0;
+}
+
+uint64_t MydevGeneratorImpl::captureEnd() {
+  capturing_ = nullptr;
+  return capture_offset_;
 }
 
 MydevGeneratorImpl* MydevGeneratorImpl::clone_impl() const {

@@ -39,13 +39,31 @@
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
 
+#include <memory>
 #include <mutex>
 
 namespace mydev {
 
+// Where a graph's random kernels start at one replay: written in stream order
+// by a kernel each replay enqueues before the graph, read by the captured
+// kernels when they run (CUDA's graph-safe generator reads its seed and
+// offset from device memory the same way), so replays draw fresh numbers.
+struct GraphRngState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+};
+
 struct PhiloxInputs {
   uint64_t seed;
   uint64_t offset;
+  // Set for a kernel captured in a graph: `offset` is then relative to the
+  // replay's, and seed and offset are read from here when the kernel runs.
+  std::shared_ptr<const GraphRngState> graph = nullptr;
+
+  // What the kernel draws from; call it inside the kernel.
+  PhiloxInputs atRun() const {
+    return graph ? PhiloxInputs{graph->seed, graph->offset + offset} : *this;
+  }
 };
 
 class MydevGeneratorImpl : public c10::GeneratorImpl {
@@ -68,7 +86,14 @@ class MydevGeneratorImpl : public c10::GeneratorImpl {
   // Reserves `increment` counter values for one kernel and returns where
   // they start. Rounded up to a multiple of 4: one Philox call yields four
   // 32-bit numbers.
+  // While a graph captures (between captureBegin and captureEnd), the
+  // offset relative to the replay's start, with the graph's state.
   PhiloxInputs reserve(uint64_t increment);
+
+  // Registers a capturing graph's state; captureEnd returns how far one
+  // replay advances the offset. Under mutex_.
+  void captureBegin(std::shared_ptr<const GraphRngState> state);
+  uint64_t captureEnd();
 
   // The mutex ATen's random kernels take around generator use.
   std::mutex mutex_;
@@ -80,6 +105,8 @@ class MydevGeneratorImpl : public c10::GeneratorImpl {
 
   uint64_t seed_;
   uint64_t offset_ = 0;
+  std::shared_ptr<const GraphRngState> capturing_;
+  uint64_t capture_offset_ = 0;
 };
 
 const at::Generator& defaultGenerator(c10::DeviceIndex device);

@@ -15,6 +15,7 @@
 #include "../core/caching_allocator.h"
 #include "../core/device.h"
 #include "../core/generator.h"
+#include "../core/graph_impl.h"
 #include "../core/ipc_storage_sharing.h"
 #include "../core/kernel_errors.h"
 #include "../core/mydev_stream.h"
@@ -222,6 +223,7 @@ PYBIND11_MODULE(_C, m) {
     (void)takeKernelException(message);  // reported here, not at a later call
     return py::str(message);
   });
+  m.def("_graph_pool_handle", [] { return graphPoolHandle(); });
   m.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
         defaultGenerator(static_cast<c10::DeviceIndex>(device))));

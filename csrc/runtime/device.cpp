@@ -7,6 +7,7 @@
 
 #include "address_space.h"
 #include "align.h"
+#include "capture.h"
 #include "device_memory.h"
 #include "error.h"
 #include "ipc.h"
@@ -275,6 +276,9 @@ mydevError_t mydevDeviceSynchronize(int device) {
   if (mydevError_t status = enter()) return status;
   Device* dev = nullptr;
   if (mydevError_t status = get_device(device, &dev)) return status;
+  if (mydevError_t status = refuse_if_unsafe("mydevDeviceSynchronize")) {
+    return status;
+  }
   // Each stream is waited for up to what it had when this call started, so
   // work enqueued meanwhile by other threads cannot keep it waiting forever.
   std::vector<Stream*> streams = dev->retain_streams();

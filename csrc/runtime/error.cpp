@@ -74,6 +74,10 @@ const char* mydevGetErrorString(mydevError_t error) {
     case mydevErrorPeerAccessUnsupported: return "cannot map peer memory";
     case mydevErrorIllegalAddress:
       return "an illegal memory access was encountered";
+    case mydevErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing";
+    case mydevErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
   }
   return "unknown mydev error";
 }

@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "capture.h"
 #include "device.h"
 #include "error.h"
 #include "lifecycle.h"
@@ -79,6 +80,19 @@ struct RecordRef {
   RecordRef& operator=(const RecordRef&) = delete;
 };
 
+// Synchronizing or querying an event: refused for one recorded in a capture
+// still in progress (its work does not exist until a replay), and subject to
+// the unsafe-call rules otherwise.
+mydevError_t refuse_during_capture(const EventRecord* record, const char* api) {
+  if (record != nullptr && record->capture_id != 0) {
+    if (Capture* capture = find_capture(record->capture_id)) {
+      return invalidate(capture, api,
+                        "the event was recorded in the capture in progress");
+    }
+  }
+  return refuse_if_unsafe(api);
+}
+
 mydevError_t resolve_event(mydevEvent_t handle, Event** out) {
   Event* event = Event::from_handle(handle);
   if (event == nullptr || !event->valid()) {
@@ -131,7 +145,12 @@ mydevError_t mydevEventRecord(mydevEvent_t handle,
     return status;
   }
   auto* record = new EventRecord(stream);
-  if (event->timing()) {
+  if (Capture* capture = stream->capture()) {
+    // Nothing runs during a capture: the record is the capture's position,
+    // which streams waiting on it join (fork/join, as on CUDA).
+    record->sequence = stream->enqueued();
+    record->capture_id = capture->id;
+  } else if (event->timing()) {
     record->retain();  // the marker's reference
     record->sequence = stream->enqueue(Task::marker(record));
   } else {
@@ -148,6 +167,9 @@ mydevError_t mydevEventQuery(mydevEvent_t handle) {
   Event* event = nullptr;
   if (mydevError_t status = resolve_event(handle, &event)) return status;
   RecordRef ref(event->current());
+  if (mydevError_t status = refuse_during_capture(ref.record, "mydevEventQuery")) {
+    return status;
+  }
   if (ref.record == nullptr || ref.record->reached()) return mydevSuccess;
   return fail(mydevErrorNotReady,
               "mydevEventQuery: the event's work has not "
@@ -159,6 +181,10 @@ mydevError_t mydevEventSynchronize(mydevEvent_t handle) {
   Event* event = nullptr;
   if (mydevError_t status = resolve_event(handle, &event)) return status;
   RecordRef ref(event->current());
+  if (mydevError_t status =
+          refuse_during_capture(ref.record, "mydevEventSynchronize")) {
+    return status;
+  }
   if (ref.record == nullptr) return mydevSuccess;
   ref.record->stream->wait(ref.record->sequence, !event->blocking_sync());
   return ref.record->stream->device()->report_failure();
@@ -174,6 +200,22 @@ mydevError_t mydevStreamWaitEvent(mydevStream_t stream_handle,
   Event* event = nullptr;
   if (mydevError_t status = resolve_event(handle, &event)) return status;
   EventRecord* record = event->current();
+  if (record != nullptr && record->capture_id != 0) {
+    Capture* capture = find_capture(record->capture_id);
+    record->release();
+    return capture != nullptr ? join_capture(capture, stream) : mydevSuccess;
+  }
+  if (Capture* capture = stream->capture()) {
+    // Work outside the capture cannot be a dependency of a replay.
+    if (record != nullptr && !record->reached()) {
+      record->release();
+      return invalidate(capture, "mydevStreamWaitEvent",
+                        "the capturing stream waits on work enqueued "
+                        "outside the capture that has not completed");
+    }
+    if (record != nullptr) record->release();
+    return mydevSuccess;
+  }
   // Nothing to wait for: never recorded, already reached, or recorded on
   // this very stream, whose order already implies it.
   if (record == nullptr || record->reached() || record->stream == stream) {

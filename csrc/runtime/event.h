@@ -22,6 +22,9 @@ struct EventRecord {
 
   Stream* const stream;
   uint64_t sequence = 0;
+  // Nonzero for a record made while its stream was capturing: the id of
+  // that capture (capture.h). Streams waiting on it join the capture.
+  uint64_t capture_id = 0;
   // steady_clock nanoseconds, stored by the marker task before the stream's
   // completed count makes it visible.
   std::atomic<int64_t> time_ns{0};

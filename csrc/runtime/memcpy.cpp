@@ -3,6 +3,7 @@
 // memory through its kernel-side addresses (address_space.h).
 #include "activity.h"
 #include "address_space.h"
+#include "capture.h"
 #include "device.h"
 #include "error.h"
 #include "fault_handler.h"
@@ -102,6 +103,8 @@ mydevError_t copy_on_stream(const char* api, void* dst, const void* src,
       src_info.type == mydevMemoryTypeUnregistered) {
     // Pageable memory: the caller may reuse its buffer as soon as this
     // returns, so the copy happens now, after the stream's earlier work.
+    if (mydevError_t status = refuse_if_capturing(stream, api)) return status;
+    if (mydevError_t status = refuse_if_unsafe(api)) return status;
     stream->wait(stream->enqueued(), /*spin=*/true);
     const ActivityHostCopy activity(stream, dst, src, count);
     copy_bytes(engine_dst, engine_src, count);
@@ -134,6 +137,10 @@ mydevError_t mydevMemcpy(void* dst, const void* src, size_t count,
   const ActivityApiScope activity("mydevMemcpy");
   Stream* stream = nullptr;
   if (mydevError_t status = resolve_stream(handle, &stream)) return status;
+  if (mydevError_t status = refuse_if_capturing(stream, "mydevMemcpy")) {
+    return status;
+  }
+  if (mydevError_t status = refuse_if_unsafe("mydevMemcpy")) return status;
   if (mydevError_t status =
           copy_on_stream("mydevMemcpy", dst, src, count, kind, stream)) {
     return status;

@@ -46,6 +46,11 @@ typedef enum mydevError {
   mydevErrorIllegalAddress = 10,        // enqueued work touched an address that
                                         // no device memory maps; sticky: the
                                         // device stays failed until exit
+  mydevErrorStreamCaptureUnsupported = 11,  // not permitted while a stream
+                                            // is capturing (the capture is
+                                            // invalidated)
+  mydevErrorStreamCaptureInvalidated = 12,  // the capture was invalidated by
+                                            // an earlier refused call
 } mydevError_t;
 
 // Short, static description of an error code.
@@ -257,6 +262,81 @@ typedef void (*mydevKernelFn_t)(void* user_data);
 // called and the caller still owns user_data.
 mydevError_t mydevLaunchKernel(mydevStream_t stream, const char* name,
                                mydevKernelFn_t fn, void* user_data);
+// The same kernel with its data owned by the driver: fn(user_data) does not
+// free it; the driver calls release(user_data) once nothing can run the
+// kernel any more (after it ran, or when the graph that captured it is
+// destroyed). A kernel launched this way can be captured and replayed any
+// number of times; one launched with mydevLaunchKernel (whose fn consumes
+// its data) cannot. If the launch itself fails, neither is called and the
+// caller still owns user_data.
+mydevError_t mydevLaunchKernelEx(mydevStream_t stream, const char* name,
+                                 mydevKernelFn_t fn, mydevKernelFn_t release,
+                                 void* user_data);
+
+// ---------------------------------------------------------- stream capture --
+// CUDA's stream capture. Between mydevStreamBeginCapture and
+// mydevStreamEndCapture, work submitted to the capturing stream (kernels
+// from mydevLaunchKernelEx, copies and fills between device or pinned
+// memory, event records and waits) is recorded into a graph instead of
+// running. A stream that waits on an event recorded during the capture joins
+// it (fork/join across streams, as on CUDA) until the capture ends. An
+// instantiated graph is replayed by mydevGraphLaunch as ONE submission: the
+// stream's worker runs the recorded work in submission order (every
+// dependency the streams expressed is from earlier to later submitted work,
+// so that order keeps them all), and the host cost of a launch does not grow
+// with the number of nodes.
+//
+// Refused during capture (mydevErrorStreamCaptureUnsupported; the capture is
+// invalidated, the end call reports it, and the stream is usable again
+// afterwards): synchronizing or querying a capturing stream, a synchronous or
+// pageable-memory copy on it (e.g. torch's .item()), synchronizing or
+// querying an event recorded during the capture, capture on the default
+// stream, a mydevLaunchKernel kernel. "Unsafe" calls (device synchronize,
+// synchronizing or querying other streams and events) are refused by mode:
+//   Global      if this thread has a non-relaxed capture in progress or any
+//               thread has a global one (the default)
+//   ThreadLocal only if this thread has a non-relaxed capture in progress
+//   Relaxed     never because of this capture
+typedef enum mydevStreamCaptureMode {
+  mydevStreamCaptureModeGlobal = 0,
+  mydevStreamCaptureModeThreadLocal = 1,
+  mydevStreamCaptureModeRelaxed = 2,
+} mydevStreamCaptureMode;
+typedef enum mydevStreamCaptureStatus {
+  mydevStreamCaptureStatusNone = 0,
+  mydevStreamCaptureStatusActive = 1,
+  mydevStreamCaptureStatusInvalidated = 2,
+} mydevStreamCaptureStatus;
+typedef struct mydevGraph* mydevGraph_t;          // a captured graph
+typedef struct mydevGraphExec* mydevGraphExec_t;  // an instantiated one
+
+mydevError_t mydevStreamBeginCapture(mydevStream_t stream,
+                                     mydevStreamCaptureMode mode);
+// Ends the capture begun on `stream` (not a joined stream). *graph receives
+// the graph, or nullptr with mydevErrorStreamCaptureInvalidated (message:
+// the refused call) if the capture was invalidated. Either way the stream
+// and every stream that joined are out of capture.
+mydevError_t mydevStreamEndCapture(mydevStream_t stream, mydevGraph_t* graph);
+// *status of the stream; *id (if not null) the capture's id (unique in the
+// process, 0 if none).
+mydevError_t mydevStreamGetCaptureInfo(mydevStream_t stream,
+                                       mydevStreamCaptureStatus* status,
+                                       uint64_t* id);
+mydevError_t mydevGraphGetNodeCount(mydevGraph_t graph, size_t* count);
+// Writes the graph in Graphviz dot form (one node per recorded submission,
+// with its kind, name, stream and size) to `path`.
+mydevError_t mydevGraphDebugDotPrint(mydevGraph_t graph, const char* path);
+// The executable graph shares the recorded work with `graph`, which may be
+// destroyed afterwards.
+mydevError_t mydevGraphInstantiate(mydevGraphExec_t* exec, mydevGraph_t graph);
+// Enqueues one replay of `exec` on `stream` (any non-capturing stream of the
+// device it was captured on). Activity recording sees it as one kernel named
+// "mydevGraphLaunch".
+mydevError_t mydevGraphLaunch(mydevGraphExec_t exec, mydevStream_t stream);
+// Destroying an executable graph or a graph is safe while launches are in
+// flight: they keep the recorded work alive until they ran.
+mydevError_t mydevGraphExecDestroy(mydevGraphExec_t exec);
+mydevError_t mydevGraphDestroy(mydevGraph_t graph);
 
 // ---------------------------------------------------- activity recording --
 // What a profiler needs from the device, in the manner of CUPTI's activity

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "activity.h"
+#include "capture.h"
 #include "device.h"
 #include "error.h"
 #include "event.h"
@@ -70,6 +71,10 @@ void Stream::release() {
 }
 
 uint64_t Stream::enqueue(const Task& task) {
+  if (Capture* capture = this->capture()) {
+    capture_record(capture, task, this);
+    return enqueued();
+  }
   PendingActivity* activity =
       activity_enabled() ? activity_begin(task, this) : nullptr;
   uint64_t sequence;
@@ -205,6 +210,7 @@ void Stream::run_kernel(const Task& task) {
             format("kernel '%s' failed on mydev:%d: unknown exception",
                    task.name, device_->index()));
       }
+      if (task.release != nullptr) task.release(task.dst);
       report_illegal_access(device_, task.name);
       if (task.activity) activity_finish(task.activity, start, activity_now());
       return;
@@ -290,7 +296,10 @@ mydevError_t synchronize_stream(Stream* stream) {
 }
 
 mydevError_t finish_enqueue(Stream* stream) {
-  return config().launch_blocking ? synchronize_stream(stream) : mydevSuccess;
+  // A capturing stream ran nothing: there is nothing to wait for.
+  return config().launch_blocking && stream->capture() == nullptr
+             ? synchronize_stream(stream)
+             : mydevSuccess;
 }
 
 }  // namespace mydev_sim

@@ -14,6 +14,7 @@
 
 namespace mydev_sim {
 
+class Capture;
 class Device;
 struct EventRecord;
 struct PendingActivity;
@@ -32,9 +33,14 @@ struct Task {
   EventRecord* record;  // EventMarker, WaitEvent: owns one reference
   // Set by enqueue while activity recording is on (activity.h); owned.
   PendingActivity* activity;
+  // Kernel from mydevLaunchKernelEx: called on user_data once the kernel
+  // cannot run any more (nullptr: fn consumes its data).
+  mydevKernelFn_t release;
 
-  static Task kernel(const char* name, mydevKernelFn_t fn, void* user_data) {
-    return Task{TaskKind::Kernel, 0, name, fn, user_data, nullptr, 0, nullptr};
+  static Task kernel(const char* name, mydevKernelFn_t fn, void* user_data,
+                     mydevKernelFn_t release = nullptr) {
+    return Task{TaskKind::Kernel, 0,       name,    fn,     user_data,
+                nullptr,          0,       nullptr, nullptr, release};
   }
   static Task copy(void* dst, const void* src, size_t count) {
     return Task{TaskKind::Copy, 0, nullptr, nullptr, dst, src, count, nullptr};
@@ -81,8 +87,15 @@ class Stream {
   int priority() const { return priority_; }
   bool is_default() const { return is_default_; }
 
-  // Returns the task's sequence number (1 for the first task).
+  // Returns the task's sequence number (1 for the first task). While the
+  // stream is capturing, the task goes to the capture (capture.h) instead
+  // and the stream's last sequence number is returned.
   uint64_t enqueue(const Task& task);
+  // The capture this stream records into, or nullptr (capture.cpp sets it).
+  Capture* capture() const { return capture_.load(std::memory_order_acquire); }
+  void set_capture(Capture* capture) {
+    capture_.store(capture, std::memory_order_release);
+  }
   uint64_t enqueued() const {
     return enqueued_.load(std::memory_order_acquire);
   }
@@ -120,6 +133,7 @@ class Stream {
   const int priority_;
   const bool is_default_;
   std::atomic<int> refs_{1};
+  std::atomic<Capture*> capture_{nullptr};
 
   std::mutex queue_mutex_;
   std::condition_variable work_cv_;

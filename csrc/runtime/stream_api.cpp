@@ -1,5 +1,6 @@
 // The stream and kernel-launch entry points; the queue itself is stream.cpp.
 #include "activity.h"
+#include "capture.h"
 #include "device.h"
 #include "error.h"
 #include "lifecycle.h"
@@ -97,6 +98,12 @@ mydevError_t mydevStreamQuery(mydevStream_t handle) {
   if (mydevError_t status = enter()) return status;
   Stream* stream = nullptr;
   if (mydevError_t status = resolve_stream(handle, &stream)) return status;
+  if (mydevError_t status = refuse_if_capturing(stream, "mydevStreamQuery")) {
+    return status;
+  }
+  if (mydevError_t status = refuse_if_unsafe("mydevStreamQuery")) {
+    return status;
+  }
   const uint64_t enqueued = stream->enqueued();
   if (stream->completed() >= enqueued) return mydevSuccess;
   return fail(mydevErrorNotReady,
@@ -107,6 +114,13 @@ mydevError_t mydevStreamSynchronize(mydevStream_t handle) {
   if (mydevError_t status = enter()) return status;
   Stream* stream = nullptr;
   if (mydevError_t status = resolve_stream(handle, &stream)) return status;
+  if (mydevError_t status =
+          refuse_if_capturing(stream, "mydevStreamSynchronize")) {
+    return status;
+  }
+  if (mydevError_t status = refuse_if_unsafe("mydevStreamSynchronize")) {
+    return status;
+  }
   return synchronize_stream(stream);
 }
 
@@ -121,8 +135,31 @@ mydevError_t mydevLaunchKernel(mydevStream_t handle, const char* name,
   }
   Stream* stream = nullptr;
   if (mydevError_t status = resolve_stream(handle, &stream)) return status;
+  if (Capture* capture = stream->capture()) {
+    return invalidate(capture, "mydevLaunchKernel",
+                      "kernel launched with a function that consumes its "
+                      "data (replays need mydevLaunchKernelEx)");
+  }
   stream->enqueue(
       Task::kernel(name != nullptr ? name : "(unnamed)", fn, user_data));
+  return finish_enqueue(stream);
+}
+
+mydevError_t mydevLaunchKernelEx(mydevStream_t handle, const char* name,
+                                 mydevKernelFn_t fn, mydevKernelFn_t release,
+                                 void* user_data) {
+  if (mydevError_t status = enter()) return status;
+  const ActivityApiScope activity("mydevLaunchKernelEx");
+  if (fn == nullptr || release == nullptr) {
+    return fail(mydevErrorInvalidValue,
+                "mydevLaunchKernelEx: kernel '%s' has a null %s",
+                name != nullptr ? name : "(unnamed)",
+                fn == nullptr ? "function" : "release function");
+  }
+  Stream* stream = nullptr;
+  if (mydevError_t status = resolve_stream(handle, &stream)) return status;
+  stream->enqueue(Task::kernel(name != nullptr ? name : "(unnamed)", fn,
+                               user_data, release));
   return finish_enqueue(stream);
 }
 

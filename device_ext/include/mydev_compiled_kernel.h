@@ -19,7 +19,7 @@
 #endif
 #include <stdint.h>
 
-#define MYDEV_COMPILED_KERNEL_ABI_VERSION 2
+#define MYDEV_COMPILED_KERNEL_ABI_VERSION 4
 #define MYDEV_COMPILED_KERNEL_ABI_CAPSULE "device_ext._C._compiled_kernel_abi"
 
 #ifdef __cplusplus
@@ -61,9 +61,11 @@ typedef struct MydevCompiledKernelAbi {
   // current device; -1, with a message in last_error(), if it does not exist.
   int (*exchange_device)(int device);
   // Enqueues run(payload) on `stream`, after the work already queued there.
-  // run takes ownership of payload. If the kernel cannot be queued, discard
-  // (payload) is called instead. Returns 0, or nonzero with the reason in
-  // last_error(). `name` must outlive the kernel: errors quote it.
+  // run does not free payload: discard(payload) is called once the kernel
+  // cannot run any more (after it ran, when the graph that captured it is
+  // destroyed, or at once if it cannot be queued), so a captured kernel can
+  // be replayed. Returns 0, or nonzero with the reason in last_error().
+  // `name` must outlive the kernel: errors quote it.
   int (*launch)(void* stream, const char* name, MydevKernelBody run,
                 MydevKernelBody discard, void* payload);
   // The message of this thread's last failed call in this table.
@@ -206,8 +208,7 @@ void launch(void* stream, const char* name, Body&& body) {
   using Stored = std::decay_t<Body>;
   auto owned = std::make_unique<Stored>(std::forward<Body>(body));
   const MydevKernelBody run = [](void* payload) {
-    std::unique_ptr<Stored> kernel(static_cast<Stored*>(payload));
-    (*kernel)();
+    (*static_cast<Stored*>(payload))();
   };
   const MydevKernelBody discard = [](void* payload) {
     delete static_cast<Stored*>(payload);

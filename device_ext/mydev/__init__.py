@@ -35,6 +35,12 @@ from .cpu_fallback import (
     reset_cpu_fallback_counts,
     set_cpu_fallback_policy,
 )
+from .graphs import (
+    MydevGraph,
+    graph,
+    graph_pool_handle,
+    make_graphed_callables,
+)
 from .memory import (
     empty_cache,
     ipc_collect,
@@ -111,6 +117,10 @@ def _sleep(milliseconds: int) -> None:
 
 
 __all__ = [
+    "MydevGraph",
+    "graph",
+    "graph_pool_handle",
+    "make_graphed_callables",
     "Event",
     "Stream",
     "StreamContext",

@@ -1,0 +1,91 @@
+"""torch.compile(mode="reduce-overhead") on mydev: how a compiled graph is
+captured and replayed (Inductor's ``CUDAGraphPolicy`` hook, installed by
+device_ext/torch_patches/cudagraphs.py).
+
+Per input signature (shapes, strides, dtypes), the first call runs the
+compiled graph once on a side stream (warm-up) and captures it into a
+torch.mydev graph with its own static copies of the inputs that are not
+static (parameters and buffers are used in place); later calls copy the
+inputs into those copies and replay. A new signature records a new graph.
+Outputs are cloned out of the graph's pool, so they are not overwritten by
+the next replay (cudagraph trees' "overwritten by a subsequent run" rule
+does not apply here). Graphs of other devices go to torch's default.
+"""
+
+import logging
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+import torch
+from torch._inductor.cudagraph_utils import CUDAGraphPolicy
+
+from device_ext.device_name import DEVICE_NAME
+
+log = logging.getLogger(__name__)
+
+
+def _signature(inputs: Sequence[Any]) -> Tuple[Any, ...]:
+    return tuple(
+        (tuple(x.shape), x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else type(x) for x in inputs
+    )
+
+
+def _static_copy(x: Any) -> Any:
+    if not isinstance(x, torch.Tensor):
+        return x
+    copy = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+    copy.copy_(x)
+    return copy
+
+
+class _Recorded:
+    def __init__(self, model: Callable, inputs: List[Any], static_idxs: frozenset, pool):
+        self.static_idxs = static_idxs
+        self.inputs = [x if i in static_idxs else _static_copy(x) for i, x in enumerate(inputs)]
+        side = torch.mydev.Stream()
+        side.wait_stream(torch.mydev.current_stream())
+        with torch.mydev.stream(side):
+            model(list(self.inputs))  # warm-up: lazy initialisation stays out of the graph
+        torch.mydev.current_stream().wait_stream(side)
+        self.graph = torch.mydev.MydevGraph()
+        with torch.mydev.graph(self.graph, pool=pool, stream=side):
+            self.outputs = model(list(self.inputs))
+
+    def run(self, inputs: List[Any]) -> List[Any]:
+        for i, (static, live) in enumerate(zip(self.inputs, inputs)):
+            if i not in self.static_idxs and isinstance(live, torch.Tensor) and live.data_ptr() != static.data_ptr():
+                static.copy_(live)
+        self.graph.replay()
+        return [o.clone() if isinstance(o, torch.Tensor) else o for o in self.outputs]
+
+
+class MydevGraphPolicy(CUDAGraphPolicy):
+    """Captures mydev graphs with torch.mydev graphs; others go to torch."""
+
+    def cudagraphify(self, model, example_inputs, static_input_idxs, *, device_index, **kwargs):
+        devices = {x.device.type for x in example_inputs if isinstance(x, torch.Tensor)}
+        if devices != {DEVICE_NAME}:
+            return super().cudagraphify(
+                model, example_inputs, static_input_idxs, device_index=device_index, **kwargs
+            )
+        # Inductor marks a backward's saved activations static because
+        # cudagraph trees keep forward outputs in the graph's pool; this
+        # policy clones outputs out of it, so a backward copies every input.
+        static_idxs = frozenset() if kwargs.get("is_backward") else frozenset(static_input_idxs)
+        pool = torch.mydev.graph_pool_handle()
+        recorded: Dict[Tuple[Any, ...], _Recorded] = {}
+
+        def run(inputs: List[Any]) -> List[Any]:
+            # A static input that moved (a reassigned parameter) needs a new
+            # graph: the captured kernels read the old address.
+            key = _signature(inputs) + tuple(inputs[i].data_ptr() for i in sorted(static_idxs))
+            entry = recorded.get(key)
+            if entry is None:
+                log.info("recording a %s graph for input signature %s", DEVICE_NAME, key)
+                with torch.mydev.device(device_index):
+                    entry = recorded[key] = _Recorded(model, list(inputs), static_idxs, pool)
+            outputs = entry.run(inputs)
+            inputs.clear()
+            return outputs
+
+        run._mydev_recorded = recorded  # for tests: how many graphs were recorded
+        return run

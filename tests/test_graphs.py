@@ -1,0 +1,279 @@
+"""Graphs on mydev: torch.accelerator.Graph, torch.mydev.graph / MydevGraph,
+private pools, RNG per replay, multi-stream capture, refused calls during
+capture, make_graphed_callables. The driver's own capture tests are
+csrc/runtime/tests/graph_test.cpp."""
+
+import gc
+import os
+
+import pytest
+import torch
+
+from mydev_testing import needs_two_devices, run_python
+
+
+def _capture(fn, graph=None, pool=None):
+    graph = graph or torch.mydev.MydevGraph()
+    with torch.mydev.graph(graph, pool=pool):
+        out = fn()
+    return graph, out
+
+
+def test_replay_values_equal_eager_and_follow_inputs():
+    x = torch.randn(64, device="mydev")
+    ref = x.cpu()
+
+    def chain():
+        y = x
+        for i in range(20):
+            y = torch.sin(y) * 0.5 + i
+        return y
+
+    graph, out = _capture(chain)
+    for _ in range(3):
+        x.add_(1.0)
+        ref = ref + 1.0
+        graph.replay()
+        expected = ref
+        for i in range(20):
+            expected = torch.sin(expected) * 0.5 + i
+        torch.testing.assert_close(out.cpu(), expected)
+
+
+def test_accelerator_graph_on_side_stream_and_keep_graph_debug_dump(tmp_path):
+    a = torch.arange(8.0, device="mydev")
+    graph = torch.accelerator.Graph(keep_graph=True)
+    graph.enable_debug_mode()
+    with torch.Stream(device="mydev"), graph:
+        b = a * 2 + 1
+    graph.instantiate()
+    graph.replay()
+    torch.testing.assert_close(b.cpu(), torch.arange(8.0) * 2 + 1)
+    path = tmp_path / "graph.dot"
+    graph.debug_dump(str(path))
+    assert "digraph mydev_graph" in path.read_text()
+    graph.reset()
+    with torch.Stream(device="mydev"), graph:
+        c = a - 1
+    graph.replay()
+    torch.testing.assert_close(c.cpu(), torch.arange(8.0) - 1)
+
+
+def test_capture_on_default_stream_is_refused_clearly():
+    graph = torch.accelerator.Graph()
+    with pytest.raises(RuntimeError, match="capture on the default stream of mydev:0 is not permitted"):
+        with graph:
+            pass
+    assert (torch.ones(2, device="mydev") + 1).sum().item() == 4.0
+
+
+@pytest.mark.parametrize(
+    "forbidden",
+    [
+        lambda t: t.sum().item(),
+        lambda t: torch.mydev.synchronize(),
+        lambda t: t.cpu(),
+    ],
+    ids=["item", "synchronize", "copy_to_cpu"],
+)
+def test_forbidden_call_raises_and_device_stays_usable(forbidden):
+    t = torch.ones(4, device="mydev")
+    with pytest.raises(RuntimeError, match="not permitted while mydev:0's stream .* is capturing a graph"):
+        with torch.mydev.graph(torch.mydev.MydevGraph()):
+            forbidden(t)
+    # Not capturing any more: the same stream and the device work.
+    assert torch.mydev.graph.default_capture_stream.query()
+    with torch.mydev.stream(torch.mydev.graph.default_capture_stream):
+        assert (t * 3).sum().item() == 12.0
+    graph, out = _capture(lambda: t * 5)
+    graph.replay()
+    torch.testing.assert_close(out.cpu(), torch.full((4,), 5.0))
+
+
+def test_relaxed_mode_allows_other_streams_to_synchronize():
+    other = torch.mydev.Stream()
+    t = torch.ones(3, device="mydev")
+    graph = torch.mydev.MydevGraph()
+    with torch.mydev.graph(graph, capture_error_mode="relaxed"):
+        other.synchronize()
+        out = t + 1
+    graph.replay()
+    torch.testing.assert_close(out.cpu(), torch.full((3,), 2.0))
+
+
+def test_random_ops_draw_fresh_numbers_each_replay():
+    torch.mydev.manual_seed(0)
+    graph, out = _capture(lambda: (torch.rand(1000, device="mydev"), torch.nn.functional.dropout(torch.ones(1000, device="mydev"), 0.5)))
+    draws = []
+    for _ in range(3):
+        graph.replay()
+        draws.append((out[0].cpu().clone(), out[1].cpu().clone()))
+    assert not torch.equal(draws[0][0], draws[1][0])
+    assert not torch.equal(draws[1][1], draws[2][1])
+    for uniform, dropped in draws:
+        assert 0.0 <= uniform.min() and uniform.max() < 1.0
+        assert set(dropped.unique().tolist()) <= {0.0, 2.0}
+    # The same seed gives the same replays: numbers come from the generator.
+    torch.mydev.manual_seed(0)
+    graph.replay()
+    torch.testing.assert_close(out[0].cpu(), draws[0][0])
+
+
+def test_host_seeded_random_op_cannot_be_captured():
+    with pytest.raises(RuntimeError, match="cannot be captured in a mydev graph"):
+        with torch.mydev.graph(torch.mydev.MydevGraph()):
+            torch.randperm(10, device="mydev")
+    assert torch.randperm(10, device="mydev").sort().values.cpu().tolist() == list(range(10))
+
+
+def test_pool_tensor_freed_inside_capture_and_output_outlives_graph():
+    x = torch.randn(256, device="mydev")
+
+    def body():
+        tmp = x * 2  # freed inside the capture; its block is reused
+        del tmp
+        return x + 1
+
+    graph, out = _capture(body)
+    x.fill_(1.0)
+    graph.replay()
+    torch.testing.assert_close(out.cpu(), torch.full((256,), 2.0))
+    del graph
+    gc.collect()
+    # The output's memory stays valid after the graph is gone.
+    torch.testing.assert_close(out.cpu(), torch.full((256,), 2.0))
+    reserved = torch.mydev.memory_reserved()
+    del out
+    torch.mydev.empty_cache()
+    assert torch.mydev.memory_reserved() < reserved
+
+
+def test_graphs_share_a_pool():
+    pool = torch.mydev.graph_pool_handle()
+    x = torch.ones(16, device="mydev")
+    g1, out1 = _capture(lambda: x * 2, pool=pool)
+    g2, out2 = _capture(lambda: out1 + 1, pool=pool)
+    assert g1.pool() == g2.pool() == pool
+    g1.replay()
+    g2.replay()
+    torch.testing.assert_close(out2.cpu(), torch.full((16,), 3.0))
+
+
+def test_multi_stream_capture_joined_by_events():
+    x = torch.ones(32, device="mydev")
+    side = torch.mydev.Stream()
+    graph = torch.mydev.MydevGraph()
+    with torch.mydev.graph(graph):
+        side.wait_stream(torch.mydev.current_stream())
+        with torch.mydev.stream(side):
+            a = x * 3
+        b = x + 1
+        torch.mydev.current_stream().wait_stream(side)
+        c = a + b
+    x.fill_(2.0)
+    graph.replay()
+    torch.testing.assert_close(c.cpu(), torch.full((32,), 9.0))
+
+
+@needs_two_devices
+def test_capture_on_second_device():
+    with torch.mydev.device(1):
+        x = torch.arange(4.0, device="mydev:1")
+        graph = torch.mydev.MydevGraph()
+        with torch.mydev.graph(graph, stream=torch.mydev.Stream(device=1)):
+            y = x * x
+        x.add_(1)
+        graph.replay()
+        torch.testing.assert_close(y.cpu(), (torch.arange(4.0) + 1) ** 2)
+
+
+def test_make_graphed_callables_module_and_function_forward_backward():
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    module = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)).to("mydev")
+    module.load_state_dict({k: v.to("mydev") for k, v in cpu.state_dict().items()})
+
+    def scale(t):
+        return t * 2 + 1
+
+    sample = torch.randn(2, 8, device="mydev", requires_grad=True)
+    graphed_module, graphed_fn = torch.mydev.make_graphed_callables(
+        (module, scale), ((sample,), (torch.randn(2, 4, device="mydev", requires_grad=True),))
+    )
+    for _ in range(2):
+        x = torch.randn(2, 8, device="mydev", requires_grad=True)
+        loss = graphed_fn(graphed_module(x)).sum()
+        loss.backward()
+        x_cpu = x.detach().cpu().requires_grad_()
+        loss_cpu = scale(cpu(x_cpu)).sum()
+        loss_cpu.backward()
+        torch.testing.assert_close(loss.detach().cpu(), loss_cpu.detach(), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(x.grad.cpu(), x_cpu.grad, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(module[0].weight.grad.cpu(), cpu[0].weight.grad, rtol=1e-5, atol=1e-5)
+        module.zero_grad()
+        cpu.zero_grad()
+
+
+def test_graph_as_a_user_script():
+    result = run_python(
+        """
+        import torch
+        x = torch.zeros(4, device="mydev")
+        g = torch.accelerator.Graph()
+        with torch.Stream(device="mydev"), g:
+            y = x + 1
+        x.fill_(2.0)
+        g.replay()
+        print(y.cpu().tolist())
+        try:
+            with torch.mydev.graph(torch.mydev.MydevGraph()):
+                x.sum().item()
+        except RuntimeError as error:
+            print("refused" if "is capturing a graph" in str(error) else error)
+        print((x * 2).sum().item())
+        """,
+        env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[3.0,", "3.0,", "3.0,", "3.0]", "refused", "16.0"]
+
+
+def test_reduce_overhead_replays_captured_graph_inference(caplog):
+    import logging
+
+    def f(x, w):
+        return torch.relu(x @ w) + 1
+
+    w = torch.randn(8, 8, device="mydev")
+    compiled = torch.compile(f, mode="reduce-overhead", dynamic=False)
+    with caplog.at_level(logging.INFO, logger="inductor_backend.graph_policy"):
+        for _ in range(3):
+            x = torch.randn(4, 8, device="mydev")
+            torch.testing.assert_close(compiled(x, w).cpu(), f(x.cpu(), w.cpu()), rtol=1e-5, atol=1e-5)
+        assert sum("recording a mydev graph" in r.message for r in caplog.records) == 1
+        # A new shape records a new graph.
+        x = torch.randn(6, 8, device="mydev")
+        torch.testing.assert_close(compiled(x, w).cpu(), f(x.cpu(), w.cpu()), rtol=1e-5, atol=1e-5)
+        assert sum("recording a mydev graph" in r.message for r in caplog.records) == 2
+
+
+def test_reduce_overhead_training_step_matches_cpu():
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1)).to("mydev")
+    model.load_state_dict({k: v.to("mydev") for k, v in cpu.state_dict().items()})
+    opt_cpu = torch.optim.SGD(cpu.parameters(), lr=0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    for _ in range(3):
+        x = torch.randn(4, 8)
+        loss = compiled(x.to("mydev")).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        loss_cpu = cpu(x).pow(2).mean()
+        loss_cpu.backward()
+        opt_cpu.step()
+        opt_cpu.zero_grad()
+        torch.testing.assert_close(loss.detach().cpu(), loss_cpu.detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(model[0].weight.detach().cpu(), cpu[0].weight.detach(), rtol=1e-4, atol=1e-5)
