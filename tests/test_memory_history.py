@@ -83,9 +83,11 @@ def test_snapshot_has_cudas_layout(history):
 
 
 def test_snapshot_round_trips_through_memory_viz(history, tmp_path):
-    a = torch.ones(256, 256, device="mydev")
+    # Larger than any block earlier tests may have left cached (compiled
+    # graphs keep theirs), so it takes a new segment: a cudaMalloc line.
+    a = torch.ones(4096, 4096, device="mydev")
     b = (a * 2).sum()
-    assert b.item() == 2 * 256 * 256
+    assert b.item() == 2 * 4096 * 4096
     del a
     path = tmp_path / "snapshot.pickle"
     torch.mydev.memory._dump_snapshot(str(path))
