@@ -34,11 +34,11 @@ def register() -> None:
         from torch._inductor.codegen import common
         from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 
-        from device_ext.torch_patches import fake_tensor, inductor
+        from device_ext.torch_patches import aot_inductor, fake_tensor, inductor
 
         from . import config
         from .benchmarker import register_benchmarker
-        from .cpp_wrapper import MydevCppWrapperCodegen
+        from .cpp_wrapper import AOTI_MODEL_HEADER, MydevCppWrapperCodegen
         from .device_interface import DEVICE, register_device_interface
         from .device_op_overrides import MydevDeviceOpOverrides
         from .kernel_languages import MydevCodegens
@@ -61,6 +61,7 @@ def register() -> None:
         register_benchmarker()
         inductor.apply(kernel_language=lambda: config.kernel_language)
         fake_tensor.apply()
+        aot_inductor.apply(model_header=AOTI_MODEL_HEADER)
         _registered = True
 
 

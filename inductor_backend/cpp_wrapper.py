@@ -4,9 +4,15 @@ Inductor's CPU C++ wrapper already allocates through the dispatcher (so on
 the mydev allocator) and embeds the C++ kernels in the wrapper module. What
 mydev changes: kernels are launched on the current stream of their device
 as lambdas capturing their arguments, extern kernels run through mydev's C
-shims (device_ext/include/mydev_cpp_wrapper.h), and ATen fallbacks go
+shims (device_ext/include/mydev_c_shims.h), and ATen fallbacks go
 through the dispatcher rather than the CPU's C shims, which would run CPU
 kernels directly on device memory.
+
+AOTInductor (``aoti_compile_and_package``) compiles the same wrapper into a
+model library. torch's model runtime treats a device it does not know as a
+CPU, so the model's constructor is extended (device_ext/include/mydev_aoti.h
+says how): it runs on the mydev device its loader asks for, with its
+weights on that device, and launches kernels on the stream it is run on.
 """
 
 import os
@@ -18,6 +24,9 @@ from torch._inductor.virtualized import V
 from . import config
 from .device_interface import DEVICE
 from .kernel_modules import INCLUDE_DIR
+
+# What an AOTInductor model for mydev includes first.
+AOTI_MODEL_HEADER = os.path.join(INCLUDE_DIR, "mydev_aoti.h")
 
 # ATen fallbacks with a mydev C shim in mydev_cpp_wrapper.h; the others are
 # dispatched at run time.
@@ -44,6 +53,15 @@ def _triton_needs_the_python_wrapper() -> NotImplementedError:
 
 
 class MydevCppWrapperCodegen(CppWrapperCpu):
+    def __init__(self):
+        # An AOTInductor model is a mydev model (the device its weights and
+        # package are for); the JIT wrapper keeps the CPU wrapper's device.
+        if V.graph.aot_mode:
+            self.device = DEVICE
+        super().__init__()
+        # mydev's kernels come from the CPU's C++ kernel generator.
+        self.needs_vec_isa = True
+
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
         if config.kernel_language == "triton":
@@ -56,6 +74,61 @@ class MydevCppWrapperCodegen(CppWrapperCpu):
             header = os.path.join(INCLUDE_DIR, "mydev_cpp_wrapper.h")
             return f'#include "{header}"'
         return CppWrapperCpu.get_device_include_path_jit(device)
+
+    @staticmethod
+    def get_device_include_path_aot(device: str) -> str:
+        if device == DEVICE:
+            return f'#include "{AOTI_MODEL_HEADER}"'
+        return CppWrapperCpu.get_device_include_path_aot(device)
+
+    def generate_input_output_runtime_checks(self) -> None:
+        super().generate_input_output_runtime_checks()
+        if not V.graph.aot_mode:
+            return
+        # torch checks an AOTInductor model's inputs (dtype, device type,
+        # static sizes and strides, the ranges of torch.export.Dim) only when
+        # AOTI_RUNTIME_CHECK_INPUTS=1 is set; without the checks, a size out
+        # of the range the model was compiled for runs anyway and reads or
+        # writes out of bounds. A mydev model checks them unless
+        # AOTI_RUNTIME_CHECK_INPUTS=0.
+        opt_in = "const static bool result = env_var_value != nullptr && env_var_value[0] != '0';"
+        opt_out = "const static bool result = env_var_value == nullptr || env_var_value[0] != '0';"
+        lines = self.prefix._lines
+        checks = [index for index, line in enumerate(lines) if str(line).strip() == opt_in]
+        if len(checks) != 1:
+            raise AssertionError("unexpected AOTInductor input check layout")
+        lines[checks[0]] = str(lines[checks[0]]).replace(opt_in, opt_out)
+
+    def codegen_model_constructor(self) -> None:
+        super().codegen_model_constructor()
+        if self.device != DEVICE:
+            return
+        # The base class accepts only device types it knows; the model then
+        # becomes a mydev model and places its own weights on the device
+        # (include_weights = false keeps the container from copying them
+        # into host memory afterwards).
+        lines = self.prefix._lines
+        base_arguments = [index for index, line in enumerate(lines) if str(line).strip() == "device_str,"]
+        if len(base_arguments) != 1 or str(lines[-1]).strip() != "}":
+            raise AssertionError("unexpected AOTInductor model constructor layout")
+        lines[base_arguments[0]] = str(lines[base_arguments[0]]).replace(
+            "device_str,", "mydev_compiled::aoti_base_device_str(device_str),"
+        )
+        closing = lines.pop()
+        with self.prefix.indent():
+            self.prefix.splice(
+                """
+                device_type_ = aoti_torch_device_type_privateuse1();
+                device_idx_ = mydev_compiled::aoti_resolve_device(device_str);
+                if (include_weights) {
+                    mydev_compiled::aoti_load_constants_to_device(
+                        constants_info_, *constants_map_, _get_constants_start(), device_idx_);
+                    update_constants_array_from_map();
+                    include_weights = false;
+                }
+                """
+            )
+        lines.append(closing)
 
     def _generate_kernel_call_helper(
         self, kernel_name, call_args, *, device=None, triton=True, arg_types=None, **kwargs
@@ -87,9 +160,11 @@ class MydevCppWrapperCodegen(CppWrapperCpu):
                 value = f"mydev_compiled::device_argument({arg}.data_ptr())"
             self.writeline(f"    auto {name} = {value};")
             captured.append(f"({arg_type})({name}.get())")
+        # An AOTInductor model is run on a stream (its run's argument), on
+        # whichever device it was loaded for.
+        stream = "stream" if V.graph.aot_mode else f"mydev_compiled::current_stream({device.index})"
         self.writeline(
-            f"    mydev_compiled::launch(mydev_compiled::current_stream({device.index}), "
-            f'"{kernel_name}", [=] {{ {kernel_name}({", ".join(captured)}); }});'
+            f'    mydev_compiled::launch({stream}, "{kernel_name}", [=] {{ {kernel_name}({", ".join(captured)}); }});'
         )
         self.writeline("}")
         return None

@@ -30,6 +30,9 @@ class MydevDeviceOpOverrides(DeviceOpOverrides):
     def cpp_aoti_device_guard(self) -> str:
         return "mydev_compiled::DeviceGuard"
 
+    def cpp_aoti_stream_guard(self) -> str:
+        return "mydev_compiled::AotiStreamGuard"
+
     def cpp_stream_type(self) -> str:
         return "void*"
 

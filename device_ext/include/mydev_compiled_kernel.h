@@ -1,7 +1,9 @@
-// The contract between device_ext._C and the code torch.compile builds for
-// mydev (inductor_backend): kernel modules and C++ wrappers include this
+// The contract between the mydev library and the code torch.compile builds
+// for mydev (inductor_backend): kernel modules and C++ wrappers include this
 // header, take the function table below from the capsule device_ext._C
-// exports, and launch kernels through it on mydev streams.
+// exports, and launch kernels through it on mydev streams. AOTInductor
+// models (mydev_aoti.h defines MYDEV_COMPILED_KERNEL_ABI_FROM_LOADER) run
+// without Python: the library's model loader hands them the table.
 //
 // The table is versioned so that code cached on disk by an older build fails
 // with a clear message instead of calling into a layout it does not know. On
@@ -9,10 +11,12 @@
 // of a host function.
 #pragma once
 
+#ifndef MYDEV_COMPILED_KERNEL_ABI_FROM_LOADER
 #ifndef PY_SSIZE_T_CLEAN
 #define PY_SSIZE_T_CLEAN
 #endif
 #include <Python.h>
+#endif
 #include <stdint.h>
 
 #define MYDEV_COMPILED_KERNEL_ABI_VERSION 2
@@ -25,6 +29,8 @@ extern "C" {
 typedef void (*MydevKernelBody)(void* payload);
 // An AtenTensorHandle (torch/csrc/inductor/aoti_torch/c/shim.h).
 typedef struct AtenTensorOpaque* MydevTensorHandle;
+// Python's PyObject (struct _object), named so without Python.h.
+typedef struct _object MydevPyObject;
 
 typedef struct MydevCompiledKernelAbi {
   int version;
@@ -36,10 +42,11 @@ typedef struct MydevCompiledKernelAbi {
   // reads the copy, as the tensor may be freed before the kernel runs. Anything
   // else: -1, with a message naming `kernel` and `argument` in last_error().
   // `device` is the device the kernel runs on: a mydev tensor elsewhere is
-  // refused too.
-  int (*tensor_argument)(PyObject* tensor, const char* kernel, int argument,
-                         int device, void** device_pointer, void* host_value,
-                         int capacity);
+  // refused too. NULL in the table AOTInductor models get: they have no
+  // Python objects.
+  int (*tensor_argument)(MydevPyObject* tensor, const char* kernel,
+                         int argument, int device, void** device_pointer,
+                         void* host_value, int capacity);
   // The address a kernel reaches device pointer `device_pointer` at
   // (mydevKernelPointer): device pointers themselves are opaque to the host
   // and to kernels alike.
@@ -120,6 +127,24 @@ typedef struct MydevCompiledKernelAbi {
 
 namespace mydev_compiled {
 
+#ifdef MYDEV_COMPILED_KERNEL_ABI_FROM_LOADER
+
+// Set once, by the loader, before the model is created (mydev_aoti.h).
+inline const MydevCompiledKernelAbi* loader_abi = nullptr;
+
+inline const MydevCompiledKernelAbi& abi() {
+  if (loader_abi == nullptr) {
+    throw std::runtime_error(
+        "this AOTInductor model was compiled for mydev: load it with "
+        "torch._inductor.aoti_load_package or "
+        "torch::inductor::AOTIModelPackageLoader in a process where the mydev "
+        "library is loaded");
+  }
+  return *loader_abi;
+}
+
+#else
+
 // The table, or NULL with a Python error set (ImportError for a table of
 // another version). Call with the GIL held.
 inline const MydevCompiledKernelAbi* import_abi() {
@@ -165,6 +190,8 @@ inline const MydevCompiledKernelAbi& abi() {
   }();
   return *table;
 }
+
+#endif  // MYDEV_COMPILED_KERNEL_ABI_FROM_LOADER
 
 inline void check(int status) {
   if (status != 0) {
