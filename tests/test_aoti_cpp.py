@@ -55,7 +55,13 @@ def package(work):
     paths = {name: work / f"{name}.pt" for name in ("inputs", "expected")}
     paths["package"] = work / "mlp.pt2"
     made = _run(
-        [sys.executable, str(EXAMPLE / "export_model.py"), str(paths["package"]), str(paths["inputs"]), str(paths["expected"])]
+        [
+            sys.executable,
+            str(EXAMPLE / "export_model.py"),
+            str(paths["package"]),
+            str(paths["inputs"]),
+            str(paths["expected"]),
+        ]
     )
     assert made.returncode == 0, made.stderr[-4000:]
     return paths
@@ -74,7 +80,9 @@ def test_runner_links_the_library_and_not_python(runner):
     assert not [name for name in needed if "python" in name], needed
 
 
-@pytest.mark.parametrize("device", [0, pytest.param(1, marks=pytest.mark.skipif(N_DEVICES < 2, reason="needs two devices"))])
+@pytest.mark.parametrize(
+    "device", [0, pytest.param(1, marks=pytest.mark.skipif(N_DEVICES < 2, reason="needs two devices"))]
+)
 def test_runner_output_equals_python(runner, package, work, device):
     outputs = work / f"outputs{device}.pt"
     result = _run_without_python(runner, package["package"], package["inputs"], outputs, device)

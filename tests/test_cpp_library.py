@@ -59,7 +59,11 @@ def test_the_library_exports_namespace_mydev_and_the_driver_api_only():
     names = [line.split(" ", 2)[2] for line in symbols if len(line.split(" ", 2)) == 3]
     assert "mydevKernelPointer" in names
     assert any(name.startswith("mydev::ext::launchKernel(") for name in names)
-    stray = [n for n in names if not re.match(r"(mydev\w*|_ZNK?5mydev|(typeinfo|typeinfo name|vtable|VTT) for mydev::|.*\bmydev::)", n)]
+    stray = [
+        n
+        for n in names
+        if not re.match(r"(mydev\w*|_ZNK?5mydev|(typeinfo|typeinfo name|vtable|VTT) for mydev::|.*\bmydev::)", n)
+    ]
     assert stray == [], stray[:20]
 
 

@@ -18,8 +18,8 @@ void checkInputs(const at::Tensor& x, const at::Tensor& y) {
               "myext::saxpy: expected float32 tensors, got ", x.scalar_type(),
               " and ", y.scalar_type());
   TORCH_CHECK(x.sizes() == y.sizes(),
-              "myext::saxpy: x and y must have the same shape, got ",
-              x.sizes(), " and ", y.sizes());
+              "myext::saxpy: x and y must have the same shape, got ", x.sizes(),
+              " and ", y.sizes());
   TORCH_CHECK(x.device() == y.device(),
               "myext::saxpy: x and y must be on the same device, got ",
               x.device(), " and ", y.device());
@@ -44,8 +44,7 @@ at::Tensor saxpyCpu(const at::Tensor& x, const at::Tensor& y, double alpha) {
   return out;
 }
 
-at::Tensor saxpyMydev(const at::Tensor& x, const at::Tensor& y,
-                      double alpha) {
+at::Tensor saxpyMydev(const at::Tensor& x, const at::Tensor& y, double alpha) {
   checkInputs(x, y);
   // contiguous() and empty_like() run on the device, in stream order.
   const at::Tensor xc = x.contiguous();
@@ -59,22 +58,24 @@ at::Tensor saxpyMydev(const at::Tensor& x, const at::Tensor& y,
       static_cast<const float*>(mydev::ext::kernelPointer(xc.data_ptr()));
   const auto* y_data =
       static_cast<const float*>(mydev::ext::kernelPointer(yc.data_ptr()));
-  auto* out_data = static_cast<float*>(mydev::ext::kernelPointer(out.data_ptr()));
+  auto* out_data =
+      static_cast<float*>(mydev::ext::kernelPointer(out.data_ptr()));
   const int64_t n = out.numel();
   const float a = static_cast<float>(alpha);
   // The current stream of the inputs' device (not necessarily the current
   // device): the op returns at once, the kernel runs after the work queued
   // before it.
-  mydev::ext::launchKernel(
-      "myext::saxpy", mydev::ext::currentStream(x.device().index()),
-      [=] { saxpyLoop(x_data, y_data, out_data, n, a); });
+  mydev::ext::launchKernel("myext::saxpy",
+                           mydev::ext::currentStream(x.device().index()),
+                           [=] { saxpyLoop(x_data, y_data, out_data, n, a); });
   return out;
 }
 
 // Shapes only: torch.compile and FakeTensor trace the op through this.
 at::Tensor saxpyMeta(const at::Tensor& x, const at::Tensor& y, double) {
   checkInputs(x, y);
-  return at::empty_like(x, x.options().memory_format(at::MemoryFormat::Contiguous));
+  return at::empty_like(
+      x, x.options().memory_format(at::MemoryFormat::Contiguous));
 }
 
 }  // namespace
