@@ -1,4 +1,8 @@
-"""Builds torch-mydev: one C++ extension, device_ext._C, from csrc/.
+"""Builds torch-mydev: the C++ library device_ext/lib/libtorch_mydev.so (the
+driver and the torch integration, from csrc/ minus csrc/python/) and the thin
+Python module device_ext._C (csrc/python/) that links it. C++ programs (an
+AOTInductor runner, a third-party kernel extension) link the same library;
+device_ext.cpp_extension gives its include and library directories.
 
 Build without isolation so the already installed torch is used (an isolated
 build would resolve and download another torch):
@@ -39,10 +43,41 @@ def write_build_info() -> None:
     )
 
 
-def sources() -> list:
+def sources(python_module: bool) -> list:
+    """csrc/python/ is the Python module; everything else is the library."""
     found = glob.glob("csrc/**/*.cpp", recursive=True)
-    # The driver's own test program is not part of the extension.
-    return sorted(s for s in found if "/tests/" not in s)
+    # The driver's own test program is not part of either.
+    found = [s for s in found if "/tests/" not in s]
+    return sorted(s for s in found if s.startswith("csrc/python/") == python_module)
+
+
+# device_ext/cpp_extension.py gives C++ builds the same name.
+LIBRARY_NAME = "libtorch_mydev"
+LIBRARY = f"device_ext.lib.{LIBRARY_NAME}"
+MODULE = "device_ext._C"
+
+
+class BuildMydev(BuildExtension):
+    """torch's BuildExtension (ninja, torch's flags), with the library named
+    like a library (libtorch_mydev.so, no Python ABI tag) and the module
+    linked against the library just built, wherever the build puts it."""
+
+    def get_ext_filename(self, fullname: str) -> str:
+        # Asked with the full dotted name and with its last part alone.
+        if fullname in (LIBRARY, LIBRARY_NAME):
+            return os.path.join(*fullname.split(".")) + ".so"
+        return super().get_ext_filename(fullname)
+
+    def copy_extensions_to_source(self) -> None:
+        # --inplace and editable installs: device_ext/lib/ is not a package,
+        # nothing creates it in the source tree.
+        os.makedirs(ROOT / "device_ext" / "lib", exist_ok=True)
+        super().copy_extensions_to_source()
+
+    def build_extension(self, ext) -> None:
+        if ext.name == MODULE:
+            ext.library_dirs.append(os.path.dirname(self.get_ext_fullpath(LIBRARY)))
+        super().build_extension(ext)
 
 
 write_build_info()
@@ -51,34 +86,56 @@ debug = os.environ.get("MYDEV_DEBUG_BUILD") == "1"
 # -fopenmp: ATen's at::parallel_for is an inline OpenMP region in this torch
 # build; without the flag it runs on one thread. torch's own libgomp is the
 # one loaded at run time (same soname), so kernels share ATen's thread team.
-cxx_flags = ["-std=c++17", "-fvisibility=hidden", "-fopenmp"]
-cxx_flags += ["-O0", "-g"] if debug else ["-O3"]
+common_flags = ["-std=c++17", "-fopenmp"]
+common_flags += ["-O0", "-g"] if debug else ["-O3"]
 include_dirs = [str(ROOT / "csrc"), str(ROOT / "device_ext" / "include")]
 # The PrivateUse1 profiler (csrc/core/kineto_profiler.cpp) plugs into the
 # Kineto that torch was built with; its headers ship with such a torch.
 if torch.autograd.kineto_available():
-    cxx_flags.append("-DUSE_KINETO")
+    common_flags.append("-DUSE_KINETO")
     include_dirs.append(os.path.join(os.path.dirname(torch.__file__), "include", "kineto"))
+
+# The library exports namespace mydev and the driver's C API (the version
+# script), nothing of what it instantiates from torch or the standard library.
+# --no-undefined: it must load in a process without Python, so it may not
+# reference a symbol of libpython or libtorch_python.
+library = CppExtension(
+    name=LIBRARY,
+    sources=sources(python_module=False),
+    include_dirs=include_dirs,
+    extra_compile_args={"cxx": common_flags},
+    extra_link_args=[
+        "-lrt",
+        "-fopenmp",
+        f"-Wl,-soname,{LIBRARY_NAME}.so",
+        f"-Wl,--version-script={ROOT / 'csrc' / 'exports.map'}",
+        "-Wl,--no-undefined",
+    ],
+)
+library.libraries.remove("torch_python")
+# pybind11 wants hidden visibility in the module; $ORIGIN/lib finds the
+# library next to it, in the source tree (editable) and in site-packages alike.
+module = CppExtension(
+    name=MODULE,
+    sources=sources(python_module=True),
+    include_dirs=include_dirs,
+    extra_compile_args={"cxx": common_flags + ["-fvisibility=hidden"]},
+    libraries=[LIBRARY_NAME[len("lib") :]],
+    extra_link_args=["-Wl,-rpath,$ORIGIN/lib"],
+)
 
 setup(
     name="torch-mydev",
     version="0.1.0",
     description="mydev: a simulated accelerator for PyTorch 2.13 (PrivateUse1)",
     packages=find_packages(include=["device_ext*", "inductor_backend*"]),
-    # Compiled kernels include the launch contract at run time.
-    package_data={"device_ext": ["include/*.h"]},
+    # Compiled kernels and C++ extensions include the public headers.
+    package_data={"device_ext": ["include/*.h", "share/cmake/TorchMydev/*.cmake"]},
     python_requires=">=3.10",
     install_requires=[f"torch>={TORCH_SERIES},<2.14"],
-    ext_modules=[
-        CppExtension(
-            name="device_ext._C",
-            sources=sources(),
-            include_dirs=include_dirs,
-            extra_compile_args={"cxx": cxx_flags},
-            extra_link_args=["-lrt", "-fopenmp"],
-        )
-    ],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    # In this order: the module links the library.
+    ext_modules=[library, module],
+    cmdclass={"build_ext": BuildMydev.with_options(use_ninja=True)},
     entry_points={
         # Called at the end of `import torch` (TORCH_DEVICE_BACKEND_AUTOLOAD=0
         # turns it off). The device, then torch.compile for it: each package

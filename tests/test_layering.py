@@ -1,9 +1,12 @@
-"""The Python packages' structure: dependencies point one way
-(``inductor_backend`` -> ``device_ext``), every change to torch's state is in
-``device_ext/torch_patches/``, and torch.compile works in a plain script
-without anything imported by hand (inductor_backend registers itself)."""
+"""The packages' structure: the C++ layers of csrc/ include only layers below
+them (the driver nothing of torch, the library nothing of Python), Python
+dependencies point one way (``inductor_backend`` -> ``device_ext``), every
+change to torch's state is in ``device_ext/torch_patches/``, and torch.compile
+works in a plain script without anything imported by hand (inductor_backend
+registers itself)."""
 
 import ast
+import re
 from pathlib import Path
 from typing import Iterator, List, Set, Tuple
 
@@ -221,3 +224,52 @@ def test_torch_holds_our_functions_only_where_torch_patches_put_them():
         "_new_process_group_helper",
         "device_ext.torch_patches.c10d",
     ] in found, found
+
+
+# ---------------------------------------------------------------- C++ layers --
+# csrc/ from the bottom up; custom_ops and distributed are side by side.
+CSRC_LAYERS = {"runtime": 0, "core": 1, "aten": 2, "custom_ops": 3, "distributed": 3, "python": 4}
+_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
+# What only the Python module (csrc/python) may include: the library is
+# loaded by C++ programs without an interpreter.
+_PYTHON_HEADERS = ("Python.h", "pybind11/", "torch/csrc/utils/pybind", "torch/csrc/autograd/python_")
+_TORCH_HEADERS = ("torch/", "ATen/", "c10/", "caffe2/") + _PYTHON_HEADERS
+
+
+def _csrc_includes():
+    for layer in CSRC_LAYERS:
+        for path in sorted((ROOT / "csrc" / layer).rglob("*")):
+            if path.suffix in (".h", ".cpp"):
+                for bracket, name in _INCLUDE.findall(path.read_text()):
+                    yield layer, path.relative_to(ROOT), bracket, name
+
+
+def test_csrc_layers_include_only_layers_below_them():
+    offenders = []
+    for layer, path, bracket, name in _csrc_includes():
+        if bracket == '"':
+            resolved = (ROOT / path).parent.joinpath(name).resolve()
+            target = resolved.relative_to(ROOT / "csrc").parts[0]
+            if target != layer and CSRC_LAYERS.get(target, 99) >= CSRC_LAYERS[layer]:
+                offenders.append(f"{path}: includes {name}")
+    assert offenders == []
+
+
+def test_driver_includes_no_torch_headers():
+    offenders = [
+        f"{path}: {name}"
+        for layer, path, bracket, name in _csrc_includes()
+        if layer == "runtime" and bracket == "<" and name.startswith(_TORCH_HEADERS)
+    ]
+    assert offenders == []
+
+
+def test_only_the_python_module_includes_python_headers():
+    offenders = [
+        f"{path}: {name}"
+        for layer, path, bracket, name in _csrc_includes()
+        if layer != "python" and name.startswith(_PYTHON_HEADERS)
+    ]
+    assert offenders == []
+    # Not vacuous: the module's own includes are seen.
+    assert any(layer == "python" and name == "torch/csrc/utils/pybind.h" for layer, _, _, name in _csrc_includes())

@@ -1,11 +1,24 @@
 #include "device.h"
 
+#include <c10/core/DeviceType.h>
 #include <c10/util/Exception.h>
 
 #include "../runtime/mydev_runtime.h"
 #include "runtime_check.h"
 
 namespace mydev {
+namespace {
+
+// The device's name for c10 ("mydev:1" parses as PrivateUse1 index 1) as
+// soon as the library is loaded: a C++ program linking it (an AOTInductor
+// runner) never runs device_ext's torch.utils.rename_privateuse1_backend,
+// which registers the same name again, as c10 allows.
+[[maybe_unused]] const bool name_registered = [] {
+  c10::register_privateuse1_backend(kDeviceName);
+  return true;
+}();
+
+}  // namespace
 
 c10::DeviceIndex currentDevice() {
   int device = 0;

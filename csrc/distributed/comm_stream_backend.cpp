@@ -1,13 +1,12 @@
 #include "comm_stream_backend.h"
 
-#include <Python.h>
-
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "../aten/kernel_launch.h"
@@ -20,15 +19,28 @@ namespace {
 
 std::atomic<bool> python_exiting{false};
 
-// The flag covers exits that run atexit handlers; _Py_IsFinalizing the rest
-// (it turns true a little later, once the handlers ran).
+std::atomic<bool (*)()> interpreter_finalizing{nullptr};
+std::atomic<void (*)(const std::function<void()>&)> run_unlocked{nullptr};
+
+// The flag covers exits that run atexit handlers; the interpreter's
+// finalizing state the rest (it turns true a little later, once the handlers
+// ran).
 bool mustLeavePythonObjectsAlone() {
-  return python_exiting.load() || _Py_IsFinalizing();
+  if (python_exiting.load()) {
+    return true;
+  }
+  bool (*finalizing)() = interpreter_finalizing.load();
+  return finalizing != nullptr && finalizing();
 }
 
 }  // namespace
 
 void CommStreamBackend::pythonIsExiting() { python_exiting.store(true); }
+
+void CommStreamBackend::setInterpreterHooks(const InterpreterHooks& hooks) {
+  interpreter_finalizing.store(hooks.finalizing);
+  run_unlocked.store(hooks.run_unlocked);
+}
 
 CommStreamBackend::CommStreamBackend(int rank, int size,
                                      std::chrono::milliseconds timeout)
@@ -55,21 +67,20 @@ CommStreamBackend::~CommStreamBackend() {
 }
 
 void CommStreamBackend::waitForWatcher() {
-  // destroy_process_group() usually destroys the backend with the GIL held;
-  // the watcher may need it to run a future's callbacks or release tensors.
-  PyThreadState* released = nullptr;
-  if (Py_IsInitialized() && PyGILState_Check()) {
-    released = PyEval_SaveThread();
-  }
-  {
+  auto wait = [this] {
     std::unique_lock<std::mutex> lock(queue_->mutex);
     // Bounded: a callback that blocks must not hang the destruction.
     queue_->idle.wait_for(lock, std::chrono::seconds(10), [&] {
       return queue_->pending.empty() && !queue_->busy;
     });
-  }
-  if (released != nullptr) {
-    PyEval_RestoreThread(released);
+  };
+  // destroy_process_group() usually destroys the backend with the GIL held;
+  // the watcher may need it to run a future's callbacks or release tensors.
+  void (*unlocked)(const std::function<void()>&) = run_unlocked.load();
+  if (unlocked != nullptr) {
+    unlocked(wait);
+  } else {
+    wait();
   }
 }
 

@@ -137,6 +137,19 @@ class CommStreamBackend : public c10d::Backend {
   // watcher dying that way aborts the process.
   static void pythonIsExiting();
 
+  // What the embedding interpreter provides. The library itself has no
+  // Python (C++ programs link it); the Python module installs these when it
+  // is imported. Without them nothing is ever finalizing and waits block as
+  // they are.
+  struct InterpreterHooks {
+    // True once the interpreter is finalizing.
+    bool (*finalizing)();
+    // Runs wait() with the interpreter's lock released if the calling
+    // thread holds it.
+    void (*run_unlocked)(const std::function<void()>& wait);
+  };
+  static void setInterpreterHooks(const InterpreterHooks& hooks);
+
  protected:
   CommStreamBackend(int rank, int size, std::chrono::milliseconds timeout);
 

@@ -127,6 +127,23 @@ py::tuple streamPriorityRange() {
   return py::make_tuple(least, greatest);
 }
 
+// The distributed backends live in the library, which has no Python: they
+// learn about the interpreter from here.
+void installInterpreterHooks() {
+  distributed::CommStreamBackend::setInterpreterHooks(
+      {[] { return _Py_IsFinalizing() != 0; },
+       [](const std::function<void()>& wait) {
+         PyThreadState* released = nullptr;
+         if (Py_IsInitialized() && PyGILState_Check()) {
+           released = PyEval_SaveThread();
+         }
+         wait();
+         if (released != nullptr) {
+           PyEval_RestoreThread(released);
+         }
+       }});
+}
+
 }  // namespace
 }  // namespace mydev
 
@@ -320,6 +337,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly(
           "options",
           [](const distributed::ShmTransportBackend&) { return py::none(); });
+  installInterpreterHooks();
   m.def("_myccl_python_is_exiting",
         &distributed::CommStreamBackend::pythonIsExiting);
   // The driver's peer-memory calls, for tests of them across processes: a
