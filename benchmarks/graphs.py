@@ -116,7 +116,11 @@ def _measure_decode(budget: Budget) -> List[Row]:
     pos_cpu = torch.tensor([5])
     eager_cpu = _timed(lambda: cpu_model(x_cpu, pos_cpu), "cpu")
     rows = []
-    variants = (("eager mydev", None, None), ("compiled mydev", "default", None), ("reduce-overhead mydev", "reduce-overhead", 2.0))
+    variants = (
+        ("eager mydev", None, None),
+        ("compiled mydev", "default", None),
+        ("reduce-overhead mydev", "reduce-overhead", 2.0),
+    )
     for variant, mode, target in variants:
         row = Row("decode step", variant, "eager CPU", target=target)
         try:

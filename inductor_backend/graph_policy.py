@@ -64,9 +64,7 @@ class MydevGraphPolicy(CUDAGraphPolicy):
     def cudagraphify(self, model, example_inputs, static_input_idxs, *, device_index, **kwargs):
         devices = {x.device.type for x in example_inputs if isinstance(x, torch.Tensor)}
         if devices != {DEVICE_NAME}:
-            return super().cudagraphify(
-                model, example_inputs, static_input_idxs, device_index=device_index, **kwargs
-            )
+            return super().cudagraphify(model, example_inputs, static_input_idxs, device_index=device_index, **kwargs)
         # Inductor marks a backward's saved activations static because
         # cudagraph trees keep forward outputs in the graph's pool; this
         # policy clones outputs out of it, so a backward copies every input.

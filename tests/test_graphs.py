@@ -103,7 +103,9 @@ def test_relaxed_mode_allows_other_streams_to_synchronize():
 
 def test_random_ops_draw_fresh_numbers_each_replay():
     torch.mydev.manual_seed(0)
-    graph, out = _capture(lambda: (torch.rand(1000, device="mydev"), torch.nn.functional.dropout(torch.ones(1000, device="mydev"), 0.5)))
+    graph, out = _capture(
+        lambda: (torch.rand(1000, device="mydev"), torch.nn.functional.dropout(torch.ones(1000, device="mydev"), 0.5))
+    )
     draws = []
     for _ in range(3):
         graph.replay()

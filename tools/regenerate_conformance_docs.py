@@ -1,7 +1,7 @@
 """Regenerates the conformance reports kept in docs/ and records in each the
 hash of the sources that determine its results:
 
-    python tools/regenerate_conformance_docs.py           # both reports (minutes)
+    python tools/regenerate_conformance_docs.py           # every report (minutes)
     python tools/regenerate_conformance_docs.py --check   # only compare hashes (instant)
 
 tests/test_docs.py fails when a recorded hash no longer matches the code, with
@@ -27,6 +27,9 @@ COMMAND = "python tools/regenerate_conformance_docs.py"
 REPORTS: Dict[str, List[str]] = {
     "docs/conformance_float32.md": [],
     "docs/conformance_all_dtypes.md": ["--dtypes", "all"],
+    # Output metadata (shape, strides, dtype) with samples made on the device,
+    # ModuleInfo's modules included.
+    "docs/conformance_metadata_float32.md": ["--samples-on-device", "--modules", "--variants", "function"],
 }
 SOURCE_DIRS = ["csrc/runtime", "csrc/core", "csrc/aten", "device_ext/conformance"]
 SOURCE_SUFFIXES = {".cpp", ".h", ".py"}

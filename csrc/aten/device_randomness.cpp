@@ -5,7 +5,6 @@
 #include <mutex>
 
 #include "../core/device.h"
-#include "../core/device.h"
 #include "../core/generator.h"
 
 namespace mydev {

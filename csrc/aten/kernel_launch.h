@@ -62,9 +62,9 @@ void launchKernel(const char* name, const MydevStream& stream, Body&& body) {
   auto owned = std::make_unique<detail::KernelClosure<Stored>>(
       detail::KernelClosure<Stored>{stream.device_index(),
                                     std::forward<Body>(body)});
-  const mydevError_t status = mydevLaunchKernelEx(
-      stream.raw(), name, &detail::runKernelBody<Stored>,
-      &detail::releaseKernelBody<Stored>, owned.get());
+  const mydevError_t status =
+      mydevLaunchKernelEx(stream.raw(), name, &detail::runKernelBody<Stored>,
+                          &detail::releaseKernelBody<Stored>, owned.get());
   // Success: the executor owns the body now. LaunchFailure (launch blocking
   // reporting a kernel error) means the body already ran and was freed.
   if (status == mydevSuccess || status == mydevErrorLaunchFailure) {

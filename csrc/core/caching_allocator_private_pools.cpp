@@ -15,7 +15,8 @@
 
 namespace mydev::caching_allocator {
 
-void DeviceCache::beginAllocateToPool(c10::MempoolId_t id, uint64_t capture_id) {
+void DeviceCache::beginAllocateToPool(c10::MempoolId_t id,
+                                      uint64_t capture_id) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   auto& pool = private_pools_[id];
   if (pool == nullptr) {

@@ -131,9 +131,9 @@ class MydevGraphImpl final : public at::GraphImplInterface {
         start = generator.reserve(rng_increment_);
       }
       auto* rng = new RngStart{rng_state_, start};
-      const mydevError_t status = mydevLaunchKernelEx(
-          stream, "mydev_graph_rng_start", &writeRngStart, &releaseRngStart,
-          rng);
+      const mydevError_t status =
+          mydevLaunchKernelEx(stream, "mydev_graph_rng_start", &writeRngStart,
+                              &releaseRngStart, rng);
       if (status != mydevSuccess && status != mydevErrorLaunchFailure) {
         delete rng;
       }

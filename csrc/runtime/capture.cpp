@@ -81,14 +81,13 @@ void capture_record(Capture* capture, const Task& task, Stream* stream) {
 }
 
 mydevError_t invalidate(Capture* capture, const char* api, const char* why) {
-  std::string message =
-      format("%s: %s, which is not permitted while mydev:%d's stream %p is "
-             "capturing a graph (capture %llu, mode %s); the capture is "
-             "invalidated",
-             api, why, capture->origin->device()->index(),
-             static_cast<void*>(capture->origin->handle()),
-             static_cast<unsigned long long>(capture->id),
-             mode_name(capture->mode));
+  std::string message = format(
+      "%s: %s, which is not permitted while mydev:%d's stream %p is "
+      "capturing a graph (capture %llu, mode %s); the capture is "
+      "invalidated",
+      api, why, capture->origin->device()->index(),
+      static_cast<void*>(capture->origin->handle()),
+      static_cast<unsigned long long>(capture->id), mode_name(capture->mode));
   mark_invalid(capture, message);
   return fail_with(mydevErrorStreamCaptureUnsupported, std::move(message));
 }
@@ -178,9 +177,8 @@ mydevError_t begin_capture(Stream* stream, mydevStreamCaptureMode mode) {
                 static_cast<void*>(stream->handle()),
                 stream->device()->index());
   }
-  auto* capture =
-      new Capture(g_next_capture_id.fetch_add(1, std::memory_order_relaxed),
-                  mode, stream);
+  auto* capture = new Capture(
+      g_next_capture_id.fetch_add(1, std::memory_order_relaxed), mode, stream);
   {
     std::lock_guard<std::mutex> lock(registry().mutex);
     registry().captures.push_back(capture);

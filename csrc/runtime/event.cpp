@@ -167,7 +167,8 @@ mydevError_t mydevEventQuery(mydevEvent_t handle) {
   Event* event = nullptr;
   if (mydevError_t status = resolve_event(handle, &event)) return status;
   RecordRef ref(event->current());
-  if (mydevError_t status = refuse_during_capture(ref.record, "mydevEventQuery")) {
+  if (mydevError_t status =
+          refuse_during_capture(ref.record, "mydevEventQuery")) {
     return status;
   }
   if (ref.record == nullptr || ref.record->reached()) return mydevSuccess;

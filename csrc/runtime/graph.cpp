@@ -50,13 +50,10 @@ void run_graph(void* data) {
   for (size_t i = 0; i < nodes.tasks.size(); ++i) {
     const Task& task = nodes.tasks[i];
     switch (task.kind) {
-      case TaskKind::Kernel:
-        try {
-          task.fn(task.dst);
+      case TaskKind::Kernel: try { task.fn(task.dst);
         } catch (const std::exception& error) {
-          throw std::runtime_error(
-              format("graph node %zu, kernel '%s': %s", i, task.name,
-                     error.what()));
+          throw std::runtime_error(format("graph node %zu, kernel '%s': %s", i,
+                                          task.name, error.what()));
         }
         break;
       case TaskKind::Copy: copy_bytes(task.dst, task.src, task.count); break;
@@ -162,16 +159,15 @@ mydevError_t mydevGraphDebugDotPrint(mydevGraph_t handle, const char* path) {
                 path == nullptr ? "(null)" : path);
   }
   const GraphNodes& nodes = *graph->nodes;
-  std::fprintf(file, "digraph mydev_graph {\n  label=\"mydev:%d, %zu nodes\";\n",
+  std::fprintf(file,
+               "digraph mydev_graph {\n  label=\"mydev:%d, %zu nodes\";\n",
                nodes.device, nodes.tasks.size());
   for (size_t i = 0; i < nodes.tasks.size(); ++i) {
     const Task& task = nodes.tasks[i];
-    std::fprintf(file,
-                 "  n%zu [label=\"%zu: %s %s\\nstream 0x%llx\\n%zu bytes\"];\n",
-                 i, i, kind_name(task.kind),
-                 task.kind == TaskKind::Kernel ? task.name : "",
-                 static_cast<unsigned long long>(nodes.streams[i]),
-                 task.count);
+    std::fprintf(
+        file, "  n%zu [label=\"%zu: %s %s\\nstream 0x%llx\\n%zu bytes\"];\n", i,
+        i, kind_name(task.kind), task.kind == TaskKind::Kernel ? task.name : "",
+        static_cast<unsigned long long>(nodes.streams[i]), task.count);
     if (i > 0) std::fprintf(file, "  n%zu -> n%zu;\n", i - 1, i);
   }
   std::fprintf(file, "}\n");

@@ -39,8 +39,8 @@ struct Task {
 
   static Task kernel(const char* name, mydevKernelFn_t fn, void* user_data,
                      mydevKernelFn_t release = nullptr) {
-    return Task{TaskKind::Kernel, 0,       name,    fn,     user_data,
-                nullptr,          0,       nullptr, nullptr, release};
+    return Task{TaskKind::Kernel, 0, name,    fn,      user_data,
+                nullptr,          0, nullptr, nullptr, release};
   }
   static Task copy(void* dst, const void* src, size_t count) {
     return Task{TaskKind::Copy, 0, nullptr, nullptr, dst, src, count, nullptr};

@@ -66,8 +66,9 @@ mydevError_t launch(mydevStream_t stream, Body body) {
 
 void consuming_kernel(void*) {}
 
-mydevGraphExec_t capture_counter(mydevStream_t stream, std::atomic<int>* counter,
-                                 int kernels, mydevGraph_t* graph_out) {
+mydevGraphExec_t capture_counter(mydevStream_t stream,
+                                 std::atomic<int>* counter, int kernels,
+                                 mydevGraph_t* graph_out) {
   CHECK_OK(mydevStreamBeginCapture(stream, mydevStreamCaptureModeGlobal));
   for (int i = 0; i < kernels; ++i) {
     CHECK_OK(launch(stream, [counter] { counter->fetch_add(1); }));
@@ -123,24 +124,24 @@ void test_refusals_leave_stream_usable() {
                mydevErrorStreamCaptureUnsupported);
   CHECK(last_message_has("default stream"));
 
-  const auto refused_then_usable = [&](const std::function<mydevError_t()>& call,
-                                       const char* api) {
-    CHECK_OK(mydevStreamBeginCapture(stream, mydevStreamCaptureModeGlobal));
-    CHECK_STATUS(call(), mydevErrorStreamCaptureUnsupported);
-    CHECK(last_message_has(api));
-    mydevStreamCaptureStatus status = mydevStreamCaptureStatusNone;
-    CHECK_OK(mydevStreamGetCaptureInfo(stream, &status, nullptr));
-    CHECK(status == mydevStreamCaptureStatusInvalidated);
-    mydevGraph_t graph = reinterpret_cast<mydevGraph_t>(1);
-    CHECK_STATUS(mydevStreamEndCapture(stream, &graph),
-                 mydevErrorStreamCaptureInvalidated);
-    CHECK(graph == nullptr);
-    CHECK(last_message_has(api));
-    std::atomic<int> ran{0};
-    CHECK_OK(launch(stream, [&] { ran = 1; }));
-    CHECK_OK(mydevStreamSynchronize(stream));
-    CHECK(ran == 1);
-  };
+  const auto refused_then_usable =
+      [&](const std::function<mydevError_t()>& call, const char* api) {
+        CHECK_OK(mydevStreamBeginCapture(stream, mydevStreamCaptureModeGlobal));
+        CHECK_STATUS(call(), mydevErrorStreamCaptureUnsupported);
+        CHECK(last_message_has(api));
+        mydevStreamCaptureStatus status = mydevStreamCaptureStatusNone;
+        CHECK_OK(mydevStreamGetCaptureInfo(stream, &status, nullptr));
+        CHECK(status == mydevStreamCaptureStatusInvalidated);
+        mydevGraph_t graph = reinterpret_cast<mydevGraph_t>(1);
+        CHECK_STATUS(mydevStreamEndCapture(stream, &graph),
+                     mydevErrorStreamCaptureInvalidated);
+        CHECK(graph == nullptr);
+        CHECK(last_message_has(api));
+        std::atomic<int> ran{0};
+        CHECK_OK(launch(stream, [&] { ran = 1; }));
+        CHECK_OK(mydevStreamSynchronize(stream));
+        CHECK(ran == 1);
+      };
   refused_then_usable([&] { return mydevStreamSynchronize(stream); },
                       "mydevStreamSynchronize");
   refused_then_usable([&] { return mydevStreamQuery(stream); },
