@@ -32,39 +32,11 @@
 #include <vector>
 
 #include "../mydev_runtime.h"
+#include "check.h"
 
 extern char** environ;
 
 namespace {
-
-int g_passed = 0;
-int g_failed = 0;
-
-void record(bool ok, const char* file, int line, const std::string& what) {
-  if (ok) {
-    ++g_passed;
-  } else {
-    ++g_failed;
-    std::fprintf(stderr, "FAIL %s:%d: %s\n", file, line, what.c_str());
-  }
-}
-
-#define CHECK(cond) record(bool(cond), __FILE__, __LINE__, #cond)
-
-#define CHECK_STATUS(expr, expected)                                     \
-  do {                                                                   \
-    const mydevError_t status_ = (expr);                                 \
-    record(status_ == (expected), __FILE__, __LINE__,                    \
-           std::string(#expr) + " returned " + std::to_string(status_) + \
-               " (" + mydevGetLastErrorMessage() + "), expected " +      \
-               #expected);                                               \
-  } while (0)
-
-#define CHECK_OK(expr) CHECK_STATUS(expr, mydevSuccess)
-
-bool last_message_has(const char* text) {
-  return std::strstr(mydevGetLastErrorMessage(), text) != nullptr;
-}
 
 using Clock = std::chrono::steady_clock;
 
