@@ -23,7 +23,7 @@ from torch._inductor.virtualized import V
 
 from . import config
 from .device_interface import DEVICE
-from .kernel_modules import INCLUDE_DIR
+from .kernel_modules import INCLUDE_DIR, headers_comment
 
 # What an AOTInductor model for mydev includes first.
 AOTI_MODEL_HEADER = os.path.join(INCLUDE_DIR, "mydev_aoti.h")
@@ -72,13 +72,13 @@ class MydevCppWrapperCodegen(CppWrapperCpu):
     def get_device_include_path_jit(device: str) -> str:
         if device == DEVICE:
             header = os.path.join(INCLUDE_DIR, "mydev_cpp_wrapper.h")
-            return f'#include "{header}"'
+            return f'#include "{header}"\n{headers_comment()}'
         return CppWrapperCpu.get_device_include_path_jit(device)
 
     @staticmethod
     def get_device_include_path_aot(device: str) -> str:
         if device == DEVICE:
-            return f'#include "{AOTI_MODEL_HEADER}"'
+            return f'#include "{AOTI_MODEL_HEADER}"\n{headers_comment()}'
         return CppWrapperCpu.get_device_include_path_aot(device)
 
     def generate_input_output_runtime_checks(self) -> None:

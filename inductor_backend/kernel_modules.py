@@ -16,11 +16,14 @@ from torch._inductor.codecache import CppPythonBindingsCodeCache
 
 import device_ext
 
+from .fingerprints import headers_fingerprint
+
 # Where mydev_compiled_kernel.h (the launch contract) lives.
 INCLUDE_DIR = os.path.join(os.path.dirname(device_ext.__file__), "include")
 
 _LAUNCHER = """
 // ---- mydev launcher for {kernel_name}
+{headers_comment}
 #include <mydev_compiled_kernel.h>
 
 static const char kKernelName[] = "{kernel_name}";
@@ -103,9 +106,16 @@ def _parse_argument(index: int, cpp_type: str) -> str:
     return f"    const auto arg{index} = {reader};"
 
 
+def headers_comment() -> str:
+    """A line for generated source that names the device headers it includes
+    (see fingerprints.py)."""
+    return f"// built against device headers {headers_fingerprint(INCLUDE_DIR)}"
+
+
 def launcher_source(kernel_name: str, arg_types: Sequence[str]) -> str:
     return _LAUNCHER.format(
         kernel_name=kernel_name,
+        headers_comment=headers_comment(),
         arg_count=len(arg_types),
         parse_arguments="\n".join(_parse_argument(i, t) for i, t in enumerate(arg_types)),
         call_arguments=", ".join(

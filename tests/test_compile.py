@@ -10,6 +10,7 @@ environment (TORCH_LOGS, a fresh cache directory) run in a subprocess.
 """
 
 import re
+import shutil
 
 import pytest
 import torch
@@ -393,9 +394,44 @@ def test_fx_graph_cache_hits_across_processes_and_is_keyed_by_mydev_config(tmp_p
     assert compile_in_subprocess({}) == [(0, 1)]
     assert compile_in_subprocess(
         {},  # the same graph: loaded from the cache
-        {"compiled_kernel_abi": 3},  # another launch ABI: a new entry
         {"build_fingerprint": "another-build"},  # another torch-mydev build: a new entry
-    ) == [(1, 0), (0, 1), (0, 1)]
+    ) == [(1, 0), (0, 1)]
+
+
+def test_kernel_cache_never_loads_a_module_built_against_other_device_headers(tmp_path):
+    """An upgrade that changes the launch contract (the headers under
+    device_ext/include) while an Inductor cache from the old version is
+    still on disk, at the same include path: the old kernel module must not
+    be loaded (it would refuse the new ABI), the kernel is rebuilt."""
+    import inductor_backend.kernel_modules as kernel_modules
+
+    include_dir = tmp_path / "include"
+    shutil.copytree(kernel_modules.INCLUDE_DIR, include_dir)
+    contract = include_dir / "mydev_compiled_kernel.h"
+    current_contract = contract.read_text()
+    version = re.search(r"#define MYDEV_COMPILED_KERNEL_ABI_VERSION (\d+)", current_contract)
+    script = f"""
+        import torch
+        import inductor_backend.kernel_modules as kernel_modules
+        torch._inductor.config.fx_graph_cache = False  # reach the kernel cache
+        kernel_modules.INCLUDE_DIR = {str(include_dir)!r}
+        try:
+            result = torch.compile(lambda x: (x * 2).relu() + 0.5)(torch.arange(-2.0, 2.0, device="mydev"))
+            print(result.cpu().tolist())
+        except Exception as error:
+            print(type(error).__name__, error)
+        """
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor_cache")}
+
+    contract.write_text(current_contract.replace(version.group(0), "#define MYDEV_COMPILED_KERNEL_ABI_VERSION 999"))
+    older = run_python(script, env=env, timeout=240)
+    assert older.returncode == 0, older.stderr
+    assert f"built for kernel ABI 999, but device_ext._C provides {version.group(1)}" in older.stdout
+
+    contract.write_text(current_contract)
+    current = run_python(script, env=env, timeout=240)
+    assert current.returncode == 0, current.stderr
+    assert current.stdout.strip().splitlines()[-1] == "[0.5, 0.5, 0.5, 2.5]"
 
 
 # ---------------------------------------------------------------- settings --
