@@ -24,9 +24,11 @@ from .target import BACKEND_NAME
 
 # The last stage's extension: CompiledKernel.asm[BINARY_EXT] is the binary.
 BINARY_EXT = "mydevbin"
-# Bumped whenever what a compiled kernel means changes, so Triton's on-disk
-# cache does not hand out kernels built by an older plugin.
-_PLUGIN_VERSION = "1"
+# The stages below decide what a cached binary is, so Triton's on-disk cache
+# keys on this file's text: a changed plugin never gets binaries an older one
+# built (a hand-bumped version would be forgotten).
+with open(__file__, "rb") as _source:
+    _STAGES_FINGERPRINT = hashlib.sha256(_source.read()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class MydevBackend(BaseBackend):
         self.binary_ext = BINARY_EXT
 
     def hash(self) -> str:
-        return f"mydev-{_PLUGIN_VERSION}-{self.target.arch}-{self.target.warp_size}"
+        return f"mydev-{_STAGES_FINGERPRINT}-{self.target.arch}-{self.target.warp_size}"
 
     def parse_options(self, options: Dict[str, Any]) -> MydevOptions:
         # Options of other backends (launch_pdl, maxnreg, ...) are ignored, as
