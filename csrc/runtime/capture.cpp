@@ -40,6 +40,22 @@ void mark_invalid(Capture* capture, const std::string& reason) {
   if (capture->invalid_reason.empty()) capture->invalid_reason = reason;
 }
 
+// The joined streams whose recorded work the origin does not follow, as
+// "0x... , 0x..." (capture->mutex held); empty when all were joined back.
+std::string unjoined_streams(Capture* capture) {
+  const CaptureClock& origin = capture->clocks[capture->origin];
+  std::string names;
+  for (const Stream* stream : capture->joined) {
+    const auto own = capture->clocks[stream].find(stream);
+    if (own == capture->clocks[stream].end()) continue;  // recorded nothing
+    const auto seen = origin.find(stream);
+    if (seen != origin.end() && seen->second >= own->second) continue;
+    if (!names.empty()) names += ", ";
+    names += format("%p", static_cast<const void*>(stream));
+  }
+  return names;
+}
+
 }  // namespace
 
 GraphNodes::~GraphNodes() {
@@ -78,6 +94,12 @@ void capture_record(Capture* capture, const Task& task, Stream* stream) {
   recorded.activity = nullptr;  // replays leave their own record
   capture->nodes->tasks.push_back(recorded);
   capture->nodes->streams.push_back(reinterpret_cast<uintptr_t>(stream));
+  capture->clocks[stream][stream] += 1;
+}
+
+CaptureClock capture_clock(Capture* capture, const Stream* stream) {
+  std::lock_guard<std::mutex> lock(capture->mutex);
+  return capture->clocks[stream];
 }
 
 mydevError_t invalidate(Capture* capture, const char* api, const char* why) {
@@ -132,9 +154,24 @@ Capture* find_capture(uint64_t id) {
   return nullptr;
 }
 
-mydevError_t join_capture(Capture* capture, Stream* stream) {
+namespace {
+// Merges what `stream` now follows into its clock (capture->mutex held).
+void follow(Capture* capture, const Stream* stream, const CaptureClock& clock) {
+  CaptureClock& own = capture->clocks[stream];
+  for (const auto& [other, count] : clock) {
+    own[other] = std::max(own[other], count);
+  }
+}
+}  // namespace
+
+mydevError_t join_capture(Capture* capture, Stream* stream,
+                          const CaptureClock& clock) {
   Capture* current = stream->capture();
-  if (current == capture) return mydevSuccess;
+  if (current == capture) {
+    std::lock_guard<std::mutex> lock(capture->mutex);
+    follow(capture, stream, clock);
+    return mydevSuccess;
+  }
   if (current != nullptr) {
     return invalidate(capture, "mydevStreamWaitEvent",
                       "a stream capturing another graph waits on its event");
@@ -152,6 +189,7 @@ mydevError_t join_capture(Capture* capture, Stream* stream) {
     std::lock_guard<std::mutex> lock(capture->mutex);
     stream->retain();
     capture->joined.push_back(stream);
+    follow(capture, stream, clock);
   }
   stream->set_capture(capture);
   return mydevSuccess;
@@ -214,15 +252,33 @@ mydevError_t end_capture(Stream* stream, std::shared_ptr<GraphNodes>* nodes) {
   stream->set_capture(nullptr);
   for (Stream* joined : capture->joined) joined->set_capture(nullptr);
   std::string reason;
+  std::string unjoined;
   {
     std::lock_guard<std::mutex> lock(capture->mutex);
     reason = capture->invalid_reason;
-    if (reason.empty()) *nodes = std::move(capture->nodes);
+    if (reason.empty()) unjoined = unjoined_streams(capture);
+    if (reason.empty() && unjoined.empty()) {
+      *nodes = std::move(capture->nodes);
+    }
   }
-  delete capture;
+  const uint64_t id = capture->id;
+  delete capture;  // every stream is out of capture: all stay usable
   if (!reason.empty()) {
     *nodes = nullptr;
     return fail_with(mydevErrorStreamCaptureInvalidated, std::move(reason));
+  }
+  if (!unjoined.empty()) {
+    *nodes = nullptr;
+    return fail(mydevErrorStreamCaptureUnjoined,
+                "mydevStreamEndCapture: capture %llu on mydev:%d's stream %p "
+                "has unjoined work: stream(s) %s joined the capture and "
+                "recorded work that the origin stream does not wait for. "
+                "Join them back before ending the capture (record an event "
+                "on each and make the origin stream wait on it; in torch, "
+                "torch.mydev.current_stream().wait_stream(side)). The capture "
+                "is invalidated",
+                static_cast<unsigned long long>(id), stream->device()->index(),
+                static_cast<void*>(stream->handle()), unjoined.c_str());
   }
   return mydevSuccess;
 }

@@ -78,6 +78,8 @@ const char* mydevGetErrorString(mydevError_t error) {
       return "operation not permitted when stream is capturing";
     case mydevErrorStreamCaptureInvalidated:
       return "operation failed due to a previous error during capture";
+    case mydevErrorStreamCaptureUnjoined:
+      return "capturing stream has unjoined work";
   }
   return "unknown mydev error";
 }

@@ -150,6 +150,7 @@ mydevError_t mydevEventRecord(mydevEvent_t handle,
     // which streams waiting on it join (fork/join, as on CUDA).
     record->sequence = stream->enqueued();
     record->capture_id = capture->id;
+    record->capture_clock = capture_clock(capture, stream);
   } else if (event->timing()) {
     record->retain();  // the marker's reference
     record->sequence = stream->enqueue(Task::marker(record));
@@ -203,8 +204,12 @@ mydevError_t mydevStreamWaitEvent(mydevStream_t stream_handle,
   EventRecord* record = event->current();
   if (record != nullptr && record->capture_id != 0) {
     Capture* capture = find_capture(record->capture_id);
+    const mydevError_t status =
+        capture != nullptr
+            ? join_capture(capture, stream, record->capture_clock)
+            : mydevSuccess;
     record->release();
-    return capture != nullptr ? join_capture(capture, stream) : mydevSuccess;
+    return status;
   }
   if (Capture* capture = stream->capture()) {
     // Work outside the capture cannot be a dependency of a replay.

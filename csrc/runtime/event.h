@@ -5,10 +5,15 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 
 namespace mydev_sim {
 
 class Stream;
+
+// A stream's place in a capture (capture.h): for each stream recording into
+// it, how many of that stream's recorded tasks come before this point.
+using CaptureClock = std::map<const Stream*, uint64_t>;
 
 struct EventRecord {
   // Retains `stream`; `sequence` is set before the record is published.
@@ -25,6 +30,8 @@ struct EventRecord {
   // Nonzero for a record made while its stream was capturing: the id of
   // that capture (capture.h). Streams waiting on it join the capture.
   uint64_t capture_id = 0;
+  // And the recording stream's clock then: what a waiting stream follows.
+  CaptureClock capture_clock;
   // steady_clock nanoseconds, stored by the marker task before the stream's
   // completed count makes it visible.
   std::atomic<int64_t> time_ns{0};

@@ -51,6 +51,8 @@ typedef enum mydevError {
                                             // invalidated)
   mydevErrorStreamCaptureInvalidated = 12,  // the capture was invalidated by
                                             // an earlier refused call
+  mydevErrorStreamCaptureUnjoined = 13,     // a stream that joined the capture
+                                            // was not joined back at its end
 } mydevError_t;
 
 // Short, static description of an error code.
@@ -314,8 +316,12 @@ mydevError_t mydevStreamBeginCapture(mydevStream_t stream,
                                      mydevStreamCaptureMode mode);
 // Ends the capture begun on `stream` (not a joined stream). *graph receives
 // the graph, or nullptr with mydevErrorStreamCaptureInvalidated (message:
-// the refused call) if the capture was invalidated. Either way the stream
-// and every stream that joined are out of capture.
+// the refused call) if the capture was invalidated, or nullptr with
+// mydevErrorStreamCaptureUnjoined (message: the streams) if a stream that
+// joined recorded work the origin stream does not wait for (as on CUDA,
+// every fork must be joined back: record an event on the joined stream and
+// make `stream` wait on it). Either way the stream and every stream that
+// joined are out of capture.
 mydevError_t mydevStreamEndCapture(mydevStream_t stream, mydevGraph_t* graph);
 // *status of the stream; *id (if not null) the capture's id (unique in the
 // process, 0 if none).

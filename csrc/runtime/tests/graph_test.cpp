@@ -249,6 +249,96 @@ void test_multi_stream_capture() {
   CHECK_OK(mydevStreamDestroy(on_device0));
 }
 
+// CUDA refuses to end a capture while a joined stream's work is not joined
+// back (cudaErrorStreamCaptureUnjoined); so does the driver, naming the
+// stream, and every stream leaves capture usable.
+void test_unjoined_side_stream_fails_the_capture() {
+  mydevStream_t main = nullptr;
+  mydevStream_t side = nullptr;
+  mydevStream_t third = nullptr;
+  CHECK_OK(mydevStreamCreate(&main, 0, 0));
+  CHECK_OK(mydevStreamCreate(&side, 0, 0));
+  CHECK_OK(mydevStreamCreate(&third, 0, 0));
+  mydevEvent_t fork = nullptr;
+  mydevEvent_t join = nullptr;
+  CHECK_OK(mydevEventCreate(&fork, mydevEventDisableTiming));
+  CHECK_OK(mydevEventCreate(&join, mydevEventDisableTiming));
+  std::atomic<int> ran{0};
+  const auto count = [&] { ran.fetch_add(1); };
+  char side_name[32];
+  std::snprintf(side_name, sizeof(side_name), "%p", static_cast<void*>(side));
+  const int released_before = g_released.load();
+  mydevGraph_t graph = reinterpret_cast<mydevGraph_t>(1);
+
+  // Never joined back.
+  CHECK_OK(mydevStreamBeginCapture(main, mydevStreamCaptureModeGlobal));
+  CHECK_OK(launch(main, count));
+  CHECK_OK(mydevEventRecord(fork, main));
+  CHECK_OK(mydevStreamWaitEvent(side, fork));
+  CHECK_OK(launch(side, count));
+  CHECK_STATUS(mydevStreamEndCapture(main, &graph),
+               mydevErrorStreamCaptureUnjoined);
+  CHECK(graph == nullptr);
+  CHECK(last_message_has("has unjoined work"));
+  CHECK(last_message_has(side_name));
+  CHECK(g_released == released_before + 2);  // the dropped work is released
+  mydevStreamCaptureStatus status = mydevStreamCaptureStatusActive;
+  CHECK_OK(mydevStreamGetCaptureInfo(side, &status, nullptr));
+  CHECK(status == mydevStreamCaptureStatusNone);
+
+  // Joined back, then more work on the side stream: unjoined again.
+  CHECK_OK(mydevStreamBeginCapture(main, mydevStreamCaptureModeGlobal));
+  CHECK_OK(mydevEventRecord(fork, main));
+  CHECK_OK(mydevStreamWaitEvent(side, fork));
+  CHECK_OK(launch(side, count));
+  CHECK_OK(mydevEventRecord(join, side));
+  CHECK_OK(mydevStreamWaitEvent(main, join));
+  CHECK_OK(launch(side, count));
+  CHECK_STATUS(mydevStreamEndCapture(main, &graph),
+               mydevErrorStreamCaptureUnjoined);
+  CHECK(last_message_has(side_name));
+
+  // A side stream that joined but recorded nothing has nothing to join.
+  CHECK_OK(mydevStreamBeginCapture(main, mydevStreamCaptureModeGlobal));
+  CHECK_OK(mydevEventRecord(fork, main));
+  CHECK_OK(mydevStreamWaitEvent(side, fork));
+  CHECK_OK(launch(main, count));
+  CHECK_OK(mydevStreamEndCapture(main, &graph));
+  CHECK_OK(mydevGraphDestroy(graph));
+
+  // Joined back through another stream: main follows side through third.
+  CHECK_OK(mydevStreamBeginCapture(main, mydevStreamCaptureModeGlobal));
+  CHECK_OK(mydevEventRecord(fork, main));
+  CHECK_OK(mydevStreamWaitEvent(side, fork));
+  CHECK_OK(launch(side, count));
+  CHECK_OK(mydevEventRecord(join, side));
+  CHECK_OK(mydevStreamWaitEvent(third, join));
+  CHECK_OK(launch(third, count));
+  CHECK_OK(mydevEventRecord(join, third));
+  CHECK_OK(mydevStreamWaitEvent(main, join));
+  CHECK_OK(mydevStreamEndCapture(main, &graph));
+  mydevGraphExec_t exec = nullptr;
+  CHECK_OK(mydevGraphInstantiate(&exec, graph));
+  CHECK(ran == 0);
+  CHECK_OK(mydevGraphLaunch(exec, main));
+  CHECK_OK(mydevStreamSynchronize(main));
+  CHECK(ran == 2);
+
+  // Every stream runs work again after the failed captures.
+  for (mydevStream_t stream : {main, side, third}) {
+    CHECK_OK(launch(stream, count));
+    CHECK_OK(mydevStreamSynchronize(stream));
+  }
+  CHECK(ran == 5);
+  CHECK_OK(mydevGraphExecDestroy(exec));
+  CHECK_OK(mydevGraphDestroy(graph));
+  CHECK_OK(mydevEventDestroy(fork));
+  CHECK_OK(mydevEventDestroy(join));
+  for (mydevStream_t stream : {main, side, third}) {
+    CHECK_OK(mydevStreamDestroy(stream));
+  }
+}
+
 void test_replay_is_one_activity_record() {
   mydevStream_t stream = nullptr;
   CHECK_OK(mydevStreamCreate(&stream, 0, 0));
@@ -277,6 +367,7 @@ int main() {
   test_refusals_leave_stream_usable();
   test_capture_modes();
   test_multi_stream_capture();
+  test_unjoined_side_stream_fails_the_capture();
   test_replay_is_one_activity_record();
   std::printf("graph_test: %d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
