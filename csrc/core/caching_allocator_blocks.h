@@ -3,8 +3,14 @@
 // pieces can be merged back. Free blocks wait in a BlockPool (a free list),
 // ordered by stream, then size, then address, so that a best fit on the
 // requesting stream is one lower_bound.
+//
+// Each pool knows its kind, as CUDA's do: small or large requests, and which
+// memory pool it belongs to (the device's, or a graph's private pool), so
+// that statistics and snapshots attribute a block without asking where its
+// pool lives.
 #pragma once
 
+#include <c10/core/Allocator.h>
 #include <c10/core/Stream.h>
 
 #include <cstddef>
@@ -56,7 +62,18 @@ struct Block;
 struct BlockComparator {
   bool operator()(const Block* a, const Block* b) const;
 };
-using BlockPool = std::set<Block*, BlockComparator>;
+
+struct BlockPool {
+  BlockPool(bool small, c10::MempoolId_t owner_id)
+      : is_small(small), owner(owner_id) {}
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+
+  std::set<Block*, BlockComparator> blocks;
+  const bool is_small;  // requests up to kSmallSize, 2 MiB segments
+  // The private pool's id (a graph's pool()); {0, 0} for the device's own.
+  const c10::MempoolId_t owner;
+};
 
 struct Block {
   c10::DeviceIndex device;

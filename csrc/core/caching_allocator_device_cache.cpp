@@ -121,8 +121,8 @@ Block* DeviceCache::findBlock(BlockPool& pool, mydevStream_t stream,
 Block* DeviceCache::takeFreeBlock(BlockPool& pool, mydevStream_t stream,
                                   size_t size) {
   Block key(device_, stream, size, &pool, nullptr);
-  auto it = pool.lower_bound(&key);
-  if (it == pool.end() || (*it)->stream != stream) {
+  auto it = pool.blocks.lower_bound(&key);
+  if (it == pool.blocks.end() || (*it)->stream != stream) {
     return nullptr;
   }
   Block* block = *it;
@@ -132,7 +132,7 @@ Block* DeviceCache::takeFreeBlock(BlockPool& pool, mydevStream_t stream,
       block->size >= kMinLargeAlloc && block->size > 2 * size + kLargeSegment) {
     return nullptr;
   }
-  pool.erase(it);
+  pool.blocks.erase(it);
   noteInactiveSplit(block, -1);
   return block;
 }
@@ -160,8 +160,8 @@ Block* DeviceCache::allocateSegment(BlockPool& pool, mydevStream_t stream,
 
 Block* DeviceCache::splitIfWorthIt(Block* block, size_t size) {
   const size_t remaining = block->size - size;
-  const bool worth = block->pool == &small_blocks_ ? remaining >= kMinBlockSize
-                                                   : remaining > kSmallSize;
+  const bool worth = block->pool->is_small ? remaining >= kMinBlockSize
+                                           : remaining > kSmallSize;
   if (!worth) {
     return block;
   }
@@ -175,7 +175,7 @@ Block* DeviceCache::splitIfWorthIt(Block* block, size_t size) {
   }
   block->next = rest;
   block->size = size;
-  block->pool->insert(rest);
+  block->pool->blocks.insert(rest);
   noteInactiveSplit(rest, +1);
   return block;
 }
@@ -191,7 +191,7 @@ void DeviceCache::returnToPool(Block* block) {
 void DeviceCache::insertFree(Block* block) {
   mergeWith(block, block->prev);
   mergeWith(block, block->next);
-  block->pool->insert(block);
+  block->pool->blocks.insert(block);
   noteInactiveSplit(block, +1);
 }
 
@@ -201,7 +201,7 @@ void DeviceCache::mergeWith(Block* block, Block* neighbour) {
       neighbour->pending_events > 0) {
     return;
   }
-  block->pool->erase(neighbour);
+  block->pool->blocks.erase(neighbour);
   noteInactiveSplit(neighbour, -1);
   if (neighbour == block->prev) {
     block->ptr = neighbour->ptr;
@@ -228,7 +228,7 @@ void DeviceCache::releaseCachedSegments() {
   waitForPendingEvents();
   releaseUnretainedPools();
   for (BlockPool* pool : {&small_blocks_, &large_blocks_}) {
-    for (auto it = pool->begin(); it != pool->end();) {
+    for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
       Block* block = *it;
       if (block->expandable != nullptr) {
         ++it;  // before releaseExpandable, which may erase the block
@@ -239,7 +239,7 @@ void DeviceCache::releaseCachedSegments() {
         ++it;
         continue;
       }
-      it = pool->erase(it);
+      it = pool->blocks.erase(it);
       releaseSegment(*pool, block);
     }
   }

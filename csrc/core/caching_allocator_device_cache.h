@@ -87,6 +87,8 @@ class DeviceCache {
   // A graph's pool: its own free lists, so that the addresses its captured
   // kernels use are never handed to anything else while it lives.
   struct PrivatePool {
+    explicit PrivatePool(c10::MempoolId_t id)
+        : small_blocks(true, id), large_blocks(false, id) {}
     BlockPool small_blocks;
     BlockPool large_blocks;
     int retained = 0;  // graphs holding it
@@ -112,8 +114,8 @@ class DeviceCache {
   // Recursive: the driver calls made under the lock may re-enter through
   // error paths that query statistics.
   std::recursive_mutex mutex_;
-  BlockPool small_blocks_;
-  BlockPool large_blocks_;
+  BlockPool small_blocks_{true, {0, 0}};
+  BlockPool large_blocks_{false, {0, 0}};
   std::deque<std::pair<MydevEvent, Block*>> pending_events_;
   // Allocated blocks and freed ones still waiting for other streams.
   std::unordered_set<Block*> active_blocks_;

@@ -132,7 +132,7 @@ void DeviceCache::releaseExpandable(Block* block) {
   ExpandableSegment* segment = block->expandable;
   MYDEV_CHECK(mydevMemAddressFree(segment->base, segment->size));
   decrease(stats_.segment, statTypesFor(block->pool), 1);
-  block->pool->erase(block);
+  block->pool->blocks.erase(block);
   for (auto it = expandable_segments_.begin(); it != expandable_segments_.end();
        ++it) {
     if (it->get() == segment) {

@@ -20,7 +20,7 @@ void DeviceCache::beginAllocateToPool(c10::MempoolId_t id,
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   auto& pool = private_pools_[id];
   if (pool == nullptr) {
-    pool = std::make_unique<PrivatePool>();
+    pool = std::make_unique<PrivatePool>(id);
   }
   pool->retained += 1;
   capture_pools_[capture_id] = id;
@@ -63,7 +63,8 @@ void DeviceCache::releaseUnretainedPools() {
       continue;
     }
     for (BlockPool* blocks : {&pool.small_blocks, &pool.large_blocks}) {
-      for (auto block_it = blocks->begin(); block_it != blocks->end();) {
+      for (auto block_it = blocks->blocks.begin();
+           block_it != blocks->blocks.end();) {
         Block* block = *block_it;
         if (block->expandable != nullptr) {
           ++block_it;  // before releaseExpandable, which may erase it
@@ -71,13 +72,14 @@ void DeviceCache::releaseUnretainedPools() {
         } else if (block->isSplit()) {
           ++block_it;
         } else {
-          block_it = blocks->erase(block_it);
+          block_it = blocks->blocks.erase(block_it);
           releaseSegment(*blocks, block);
         }
       }
     }
     const bool in_use =
-        !pool.small_blocks.empty() || !pool.large_blocks.empty() ||
+        !pool.small_blocks.blocks.empty() ||
+        !pool.large_blocks.blocks.empty() ||
         std::any_of(active_blocks_.begin(), active_blocks_.end(),
                     [&](const Block* block) {
                       return block->pool == &pool.small_blocks ||

@@ -26,9 +26,8 @@ void decrease(c10::CachingAllocator::StatArray& array, const StatTypes& types,
 StatTypes DeviceCache::statTypesFor(const BlockPool* pool) const {
   StatTypes types{};
   types[static_cast<size_t>(StatType::AGGREGATE)] = true;
-  types[static_cast<size_t>(pool == &small_blocks_ ? StatType::SMALL_POOL
-                                                   : StatType::LARGE_POOL)] =
-      true;
+  types[static_cast<size_t>(pool->is_small ? StatType::SMALL_POOL
+                                           : StatType::LARGE_POOL)] = true;
   return types;
 }
 
@@ -56,8 +55,9 @@ DeviceStats DeviceCache::stats() {
   return stats_;
 }
 
-// Free blocks are in the pools, allocated and free-pending ones in
-// active_blocks_; walking each to its segment's head finds every segment.
+// Free blocks are in the pools (the device's and the private ones),
+// allocated and free-pending ones in active_blocks_; walking each to its
+// segment's head finds every segment.
 std::vector<SegmentInfo> DeviceCache::snapshot() {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   std::set<Block*, bool (*)(const Block*, const Block*)> heads(
@@ -66,8 +66,12 @@ std::vector<SegmentInfo> DeviceCache::snapshot() {
     while (block->prev != nullptr) block = block->prev;
     heads.insert(block);
   };
-  for (Block* block : small_blocks_) addSegmentOf(block);
-  for (Block* block : large_blocks_) addSegmentOf(block);
+  for (Block* block : small_blocks_.blocks) addSegmentOf(block);
+  for (Block* block : large_blocks_.blocks) addSegmentOf(block);
+  for (const auto& [id, pool] : private_pools_) {
+    for (Block* block : pool->small_blocks.blocks) addSegmentOf(block);
+    for (Block* block : pool->large_blocks.blocks) addSegmentOf(block);
+  }
   for (Block* block : active_blocks_) addSegmentOf(block);
   std::vector<SegmentInfo> segments;
   for (Block* head : heads) {
@@ -75,7 +79,8 @@ std::vector<SegmentInfo> DeviceCache::snapshot() {
     segment.device = device_;
     segment.address = address(head);
     segment.stream = head->stream;
-    segment.is_large = head->pool == &large_blocks_;
+    segment.is_large = !head->pool->is_small;
+    segment.owner_private_pool_id = head->pool->owner;
     segment.is_expandable = head->expandable != nullptr;
     for (const Block* block = head; block != nullptr; block = block->next) {
       auto& info = segment.blocks.emplace_back();

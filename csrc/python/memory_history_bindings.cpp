@@ -145,7 +145,9 @@ py::dict segmentDict(const SegmentInfo& segment, FrameBatch& frames) {
   result["requested_size"] = segment.requested_size;
   result["stream"] = streamId(segment.device, segment.stream);
   result["segment_type"] = segment.is_large ? "large" : "small";
-  result["segment_pool_id"] = py::make_tuple(0, 0);
+  result["segment_pool_id"] =
+      py::make_tuple(segment.owner_private_pool_id.first,
+                     segment.owner_private_pool_id.second);
   result["is_expandable"] = segment.is_expandable;
   frames.add(nullptr, result);
   py::list blocks;
