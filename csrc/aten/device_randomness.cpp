@@ -6,6 +6,8 @@
 
 #include "../core/device.h"
 #include "../core/generator.h"
+#include "../core/mydev_stream.h"
+#include "kernel_launch.h"
 
 namespace mydev {
 namespace {
@@ -16,6 +18,11 @@ uint64_t mix(uint64_t value) {
   value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ULL;
   value = (value ^ (value >> 27)) * 0x94d049bb133111ebULL;
   return value ^ (value >> 31);
+}
+
+// The CPU generator's seed for an op drawing at (seed, offset).
+uint64_t hostSeed(const PhiloxInputs& inputs) {
+  return mix(inputs.seed ^ mix(inputs.offset));
 }
 
 }  // namespace
@@ -37,17 +44,21 @@ PhiloxInputs reservePhilox(const std::optional<at::Generator>& requested,
 at::Generator hostGeneratorFor(const std::optional<at::Generator>& requested,
                                c10::DeviceIndex device, uint64_t draws) {
   const PhiloxInputs inputs = reservePhilox(requested, device, draws);
-  // The CPU generator is seeded here, on the host: every replay of a graph
-  // would draw the same numbers.
-  TORCH_CHECK(inputs.graph == nullptr,
-              "this random op runs ATen's CPU kernel with a generator seeded "
-              "on the host, so it cannot be captured in a ",
-              kDeviceName,
-              " graph (its replays would repeat the same numbers); the "
-              "counter-based ops (uniform_, normal_, bernoulli_, dropout, "
-              "exponential_, random_, randint) can");
-  return at::make_generator<at::CPUGeneratorImpl>(
-      mix(inputs.seed ^ mix(inputs.offset)));
+  if (inputs.graph == nullptr) {
+    return at::make_generator<at::CPUGeneratorImpl>(hostSeed(inputs));
+  }
+  // Captured in a graph: the seed is the replay's, known only when the
+  // kernels run. A kernel enqueued now, just before the op's own on the same
+  // stream (the caller launches it next), seeds the generator that kernel
+  // uses; each replay runs both again, with that replay's (seed, offset),
+  // as CUDA's graph-safe kernels read theirs at run time.
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>();
+  launchKernel("mydev_seed_host_generator", getCurrentStream(device),
+               [generator, inputs]() mutable {
+                 const std::lock_guard<std::mutex> lock(generator.mutex());
+                 generator.set_current_seed(hostSeed(inputs.atRun()));
+               });
+  return generator;
 }
 
 }  // namespace mydev

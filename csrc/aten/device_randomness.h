@@ -7,7 +7,7 @@
 // the op may draw. Values then depend only on the mydev generator's state:
 // the same seed gives the same values, get/set_rng_state reproduces them,
 // the CPU generator is untouched, and DTensor can steer each rank through
-// the offset.
+// the offset. Inside a graph both kinds draw fresh numbers at each replay.
 #pragma once
 
 #include <ATen/core/Generator.h>
@@ -28,7 +28,9 @@ PhiloxInputs reservePhilox(const std::optional<at::Generator>& requested,
 
 // A CPU generator for ATen's CPU kernel of an op on `device`, standing in
 // for the `requested` one: seeded from reservePhilox(requested, device,
-// draws).
+// draws). During a graph capture it is seeded by a kernel this enqueues on
+// the current stream, from the replay's (seed, offset): launch the op's
+// kernel next, on the same stream.
 at::Generator hostGeneratorFor(const std::optional<at::Generator>& requested,
                                c10::DeviceIndex device, uint64_t draws);
 

@@ -33,7 +33,8 @@
 // geometric_, poisson, _standard_gamma, rrelu, ...) run ATen's CPU kernels with
 // a CPU generator seeded from (seed, offset) (csrc/aten/device_randomness.h):
 // deterministic and coordinated through the offset, but not counter-based per
-// element.
+// element. Inside a graph that seed is taken when the kernel runs, so they
+// too draw fresh numbers at each replay.
 #pragma once
 
 #include <ATen/core/Generator.h>
