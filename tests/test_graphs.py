@@ -121,11 +121,56 @@ def test_random_ops_draw_fresh_numbers_each_replay():
     torch.testing.assert_close(out[0].cpu(), draws[0][0])
 
 
-def test_host_seeded_random_op_cannot_be_captured():
-    with pytest.raises(RuntimeError, match="cannot be captured in a mydev graph"):
-        with torch.mydev.graph(torch.mydev.MydevGraph()):
-            torch.randperm(10, device="mydev")
-    assert torch.randperm(10, device="mydev").sort().values.cpu().tolist() == list(range(10))
+def _host_seeded_draws(probs):
+    # Ops that run ATen's CPU kernels with a CPU generator (not counter-based).
+    return (
+        torch.randperm(50, device="mydev"),
+        torch.multinomial(probs, 5),
+        torch.multinomial(probs, 20, replacement=True),
+        torch.empty(200, device="mydev").cauchy_(),
+        torch.empty(200, device="mydev").log_normal_(),
+        torch.empty(200, device="mydev").geometric_(0.3),
+    )
+
+
+def test_host_seeded_random_ops_draw_fresh_numbers_each_replay_as_eager_would():
+    probs = torch.rand(3, 40, device="mydev") + 0.1
+    torch.mydev.manual_seed(123)
+    eager = [[t.cpu() for t in _host_seeded_draws(probs)] for _ in range(2)]
+    graph, out = _capture(lambda: _host_seeded_draws(probs))
+    torch.mydev.manual_seed(123)
+    replays = []
+    for _ in range(2):
+        graph.replay()
+        replays.append([t.cpu() for t in out])
+    # A replay draws at the generator's (seed, offset) as the eager calls
+    # did, and advances it by as much: same seed, same sequence.
+    for replay, expected in zip(replays, eager):
+        for got, want in zip(replay, expected):
+            torch.testing.assert_close(got, want)
+    for a, b in zip(replays[0], replays[1]):
+        assert not torch.equal(a, b)
+    for perm, without, with_replacement, *_ in replays:
+        assert perm.sort().values.tolist() == list(range(50))
+        assert all(len(set(row.tolist())) == 5 for row in without)
+        assert with_replacement.min() >= 0 and with_replacement.max() < 40
+
+
+def test_random_op_inside_side_stream_of_a_capture():
+    side = torch.mydev.Stream()
+    graph = torch.mydev.MydevGraph()
+    with torch.mydev.graph(graph):
+        side.wait_stream(torch.mydev.current_stream())
+        with torch.mydev.stream(side):
+            perm = torch.randperm(30, device="mydev")
+        torch.mydev.current_stream().wait_stream(side)
+        doubled = perm * 2
+    seen = set()
+    for _ in range(3):
+        graph.replay()
+        assert sorted(doubled.cpu().tolist()) == list(range(0, 60, 2))
+        seen.add(tuple(doubled.cpu().tolist()))
+    assert len(seen) == 3
 
 
 def test_pool_tensor_freed_inside_capture_and_output_outlives_graph():
@@ -175,6 +220,89 @@ def test_multi_stream_capture_joined_by_events():
     x.fill_(2.0)
     graph.replay()
     torch.testing.assert_close(c.cpu(), torch.full((32,), 9.0))
+
+
+def test_side_stream_not_joined_back_fails_the_capture_and_streams_stay_usable():
+    x = torch.ones(16, device="mydev")
+    capture_stream = torch.mydev.Stream()
+    side = torch.mydev.Stream()
+    with pytest.raises(
+        RuntimeError,
+        match=rf"has unjoined work: stream\(s\) {hex(side.native_handle)} joined the capture and recorded "
+        r"work that the origin stream does not wait for.*The capture is invalidated",
+    ):
+        with torch.mydev.graph(torch.mydev.MydevGraph(), stream=capture_stream):
+            side.wait_stream(capture_stream)
+            with torch.mydev.stream(side):
+                x * 3
+            x + 1
+    assert not capture_stream.is_capturing() and not side.is_capturing()
+    # The same streams capture correctly once the side stream is joined back.
+    graph = torch.mydev.MydevGraph()
+    with torch.mydev.graph(graph, stream=capture_stream):
+        side.wait_stream(capture_stream)
+        with torch.mydev.stream(side):
+            a = x * 3
+        capture_stream.wait_stream(side)
+        c = a + 1
+    x.fill_(2.0)
+    graph.replay()
+    torch.testing.assert_close(c.cpu(), torch.full((16,), 7.0))
+    for stream in (capture_stream, side):
+        with torch.mydev.stream(stream):
+            assert (x * 2).sum().item() == 64.0
+
+
+def _segments_of_pool(pool):
+    return [s for s in torch.mydev.memory._snapshot()["segments"] if tuple(s["segment_pool_id"]) == tuple(pool)]
+
+
+def test_private_pool_segments_in_snapshot_and_stats():
+    from torch.cuda import _memory_viz
+
+    x = torch.ones(16, device="mydev")
+    torch.mydev.synchronize()
+    torch.mydev.empty_cache()
+    before = torch.mydev.memory_stats()
+    graph = torch.mydev.MydevGraph()
+    with torch.mydev.graph(graph):
+        small = x * 2  # 64 bytes: a block of a 2 MiB small segment
+        large = torch.zeros(3 << 20, dtype=torch.uint8, device="mydev")  # 3 MiB: a 20 MiB large segment
+    pool = graph.pool()
+    assert pool != (0, 0)
+
+    snapshot = torch.mydev.memory._snapshot()
+    segments = _segments_of_pool(pool)
+    assert sorted((s["segment_type"], s["total_size"]) for s in segments) == [("large", 20 << 20), ("small", 2 << 20)]
+    for address, kind in ((small.data_ptr(), "small"), (large.data_ptr(), "large")):
+        (segment,) = [s for s in segments if s["segment_type"] == kind]
+        (block,) = [b for b in segment["blocks"] if b["address"] == address]
+        assert block["state"] == "active_allocated"
+    segment_of_x = [s for s in snapshot["segments"] if s["address"] <= x.data_ptr() < s["address"] + s["total_size"]]
+    assert [tuple(s["segment_pool_id"]) for s in segment_of_x] == [(0, 0)]
+    assert "<html" in _memory_viz.segment_plot(snapshot)
+
+    # Small blocks of a private pool count in the small pool, as on cuda.
+    after = torch.mydev.memory_stats()
+    for key, delta in {
+        "segment.small_pool.current": 1,
+        "segment.large_pool.current": 1,
+        "reserved_bytes.small_pool.current": 2 << 20,
+        "reserved_bytes.large_pool.current": 20 << 20,
+        "allocated_bytes.small_pool.current": 512,
+        "allocated_bytes.large_pool.current": 3 << 20,
+    }.items():
+        assert after[key] - before[key] == delta, key
+
+    graph.replay()
+    torch.testing.assert_close(small.cpu(), torch.full((16,), 2.0))
+    del graph, small, large
+    gc.collect()
+    torch.mydev.empty_cache()
+    assert _segments_of_pool(pool) == []
+    final = torch.mydev.memory_stats()
+    for key in ("segment.small_pool.current", "segment.large_pool.current", "reserved_bytes.all.current"):
+        assert final[key] == before[key], key
 
 
 @needs_two_devices
@@ -233,11 +361,46 @@ def test_graph_as_a_user_script():
         except RuntimeError as error:
             print("refused" if "is capturing a graph" in str(error) else error)
         print((x * 2).sum().item())
+        # randperm inside a graph: a fresh permutation at each replay.
+        g = torch.mydev.MydevGraph()
+        with torch.mydev.graph(g):
+            perm = torch.randperm(1000, device="mydev")
+        perms = set()
+        for _ in range(3):
+            g.replay()
+            perms.add(tuple(perm.cpu().tolist()))
+        print(len(perms), sorted(perms.pop()) == list(range(1000)))
+        # Its private pool in the memory snapshot.
+        pools = {s["segment_pool_id"] for s in torch.mydev.memory._snapshot()["segments"]}
+        print(g.pool() in pools)
+        # A side stream never joined back: the capture fails, streams work.
+        side = torch.mydev.Stream()
+        try:
+            with torch.mydev.graph(torch.mydev.MydevGraph()):
+                side.wait_stream(torch.mydev.current_stream())
+                with torch.mydev.stream(side):
+                    x + 1
+        except RuntimeError as error:
+            print("unjoined" if "has unjoined work" in str(error) else error)
+        with torch.mydev.stream(side):
+            print((x + 1).sum().item())
         """,
         env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")},
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["[3.0,", "3.0,", "3.0,", "3.0]", "refused", "16.0"]
+    assert result.stdout.split() == [
+        "[3.0,",
+        "3.0,",
+        "3.0,",
+        "3.0]",
+        "refused",
+        "16.0",
+        "3",
+        "True",
+        "True",
+        "unjoined",
+        "12.0",
+    ]
 
 
 def test_reduce_overhead_replays_captured_graph_inference(caplog):
