@@ -156,6 +156,20 @@ def test_host_seeded_random_ops_draw_fresh_numbers_each_replay_as_eager_would():
         assert with_replacement.min() >= 0 and with_replacement.max() < 40
 
 
+def test_op_that_must_synchronize_is_refused_naming_it():
+    # binomial has no Meta kernel: it runs at once and waits, which no
+    # capture allows.
+    counts = torch.full((8,), 10.0, device="mydev")
+    with pytest.raises(
+        RuntimeError,
+        match=r"is capturing a graph(.|\n)*aten::binomial needs its results on the host at once .* "
+        r"so it cannot be captured in a graph",
+    ):
+        with torch.mydev.graph(torch.mydev.MydevGraph()):
+            torch.binomial(counts, torch.full((8,), 0.5, device="mydev"))
+    assert torch.binomial(counts, torch.zeros(8, device="mydev")).sum().item() == 0.0
+
+
 def test_random_op_inside_side_stream_of_a_capture():
     side = torch.mydev.Stream()
     graph = torch.mydev.MydevGraph()

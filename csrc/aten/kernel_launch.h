@@ -92,7 +92,23 @@ void runKernelAndWait(const char* name, Body&& body) {
       *error = std::current_exception();
     }
   });
-  getCurrentStream().synchronize();
+  const MydevStream stream = getCurrentStream();
+  try {
+    stream.synchronize();
+  } catch (c10::Error& refused) {
+    // The driver names the refused synchronize; the user needs the op.
+    mydevStreamCaptureStatus status = mydevStreamCaptureStatusNone;
+    if (mydevStreamGetCaptureInfo(stream.raw(), &status, nullptr) ==
+            mydevSuccess &&
+        status != mydevStreamCaptureStatusNone) {
+      refused.add_context(c10::str(
+          name,
+          " needs its results on the host at once (its output shape "
+          "depends on the data, or it has no Meta kernel), so it cannot be "
+          "captured in a graph"));
+    }
+    throw;
+  }
   if (*error) {
     std::rethrow_exception(*error);
   }
