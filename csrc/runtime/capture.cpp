@@ -40,8 +40,16 @@ void mark_invalid(Capture* capture, const std::string& reason) {
   if (capture->invalid_reason.empty()) capture->invalid_reason = reason;
 }
 
+// Merges what `stream` now follows into its clock (capture->mutex held).
+void follow(Capture* capture, const Stream* stream, const CaptureClock& clock) {
+  CaptureClock& own = capture->clocks[stream];
+  for (const auto& [other, count] : clock) {
+    own[other] = std::max(own[other], count);
+  }
+}
+
 // The joined streams whose recorded work the origin does not follow, as
-// "0x... , 0x..." (capture->mutex held); empty when all were joined back.
+// "0x..., 0x..." (capture->mutex held); empty when all were joined back.
 std::string unjoined_streams(Capture* capture) {
   const CaptureClock& origin = capture->clocks[capture->origin];
   std::string names;
@@ -153,16 +161,6 @@ Capture* find_capture(uint64_t id) {
   }
   return nullptr;
 }
-
-namespace {
-// Merges what `stream` now follows into its clock (capture->mutex held).
-void follow(Capture* capture, const Stream* stream, const CaptureClock& clock) {
-  CaptureClock& own = capture->clocks[stream];
-  for (const auto& [other, count] : clock) {
-    own[other] = std::max(own[other], count);
-  }
-}
-}  // namespace
 
 mydevError_t join_capture(Capture* capture, Stream* stream,
                           const CaptureClock& clock) {
