@@ -292,6 +292,9 @@ def test_private_pool_segments_in_snapshot_and_stats():
         (segment,) = [s for s in segments if s["segment_type"] == kind]
         (block,) = [b for b in segment["blocks"] if b["address"] == address]
         assert block["state"] == "active_allocated"
+    # memory_snapshot(pool) gives the same segments, as torch.cuda's does.
+    assert sorted(s["address"] for s in torch.mydev.memory_snapshot(pool)) == sorted(s["address"] for s in segments)
+    assert len(torch.mydev.memory_snapshot()) == len(snapshot["segments"])
     segment_of_x = [s for s in snapshot["segments"] if s["address"] <= x.data_ptr() < s["address"] + s["total_size"]]
     assert [tuple(s["segment_pool_id"]) for s in segment_of_x] == [(0, 0)]
     assert "<html" in _memory_viz.segment_plot(snapshot)

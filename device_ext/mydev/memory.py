@@ -167,6 +167,16 @@ def _snapshot(device: _DeviceLike = None) -> Dict[str, Any]:
     return _C._memory_snapshot(None if device is None else _get_device_index(device))
 
 
+def memory_snapshot(mempool_id: Optional[Tuple[int, int]] = None) -> List[Dict[str, Any]]:
+    """The segments of every device, as ``torch.cuda.memory_snapshot``
+    returns them; with ``mempool_id`` (a graph's ``pool()``), only the
+    segments of that private pool."""
+    segments = _snapshot()["segments"]
+    if mempool_id is None:
+        return segments
+    return [s for s in segments if s["segment_pool_id"] == tuple(mempool_id)]
+
+
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
     """Pickles ``_snapshot()`` to ``filename``, the file
     ``python -m torch.cuda._memory_viz`` and pytorch.org/memory_viz read."""
