@@ -134,7 +134,8 @@ def compile_and_run(kind, prefer=None, options=None):
         expected = on_cpu(fn)(*(a.cpu() for a in args))
         if isinstance(fn, nn.Module):
             fn.to(D)
-        with inductor_config.patch(freezing=freeze), autotuning(prefer) as seen:
+        # Timed in this process: no timings from the on-disk cache.
+        with inductor_config.patch(freezing=freeze, autotune_local_cache=False), autotuning(prefer) as seen:
             out, codes = run_and_get_code(torch.compile(fn, **compile_kwargs), *args)
     return out, expected, codes[0], op, seen
 
