@@ -34,10 +34,11 @@ def register() -> None:
         from torch._inductor.codegen import common
         from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 
-        from device_ext.torch_patches import aot_inductor, cudagraphs, fake_tensor, inductor
+        from device_ext.torch_patches import aot_inductor, autotuning, cudagraphs, fake_tensor, inductor
 
         from . import config
-        from .benchmarker import register_benchmarker
+        from .benchmarker import register_benchmarker, time_on_device
+        from .cpp_templates import mydev_benchmark_request
         from .cpp_wrapper import AOTI_MODEL_HEADER, MydevCppWrapperCodegen
         from .device_interface import DEVICE, register_device_interface
         from .device_op_overrides import MydevDeviceOpOverrides
@@ -60,6 +61,11 @@ def register() -> None:
         common.register_device_op_overrides(DEVICE, MydevDeviceOpOverrides())
         register_benchmarker()
         inductor.apply(kernel_language=lambda: config.kernel_language)
+        autotuning.apply(
+            kernel_language=lambda: config.kernel_language,
+            benchmark_request=mydev_benchmark_request,
+            time_on_device=time_on_device,
+        )
         fake_tensor.apply()
         aot_inductor.apply(model_header=AOTI_MODEL_HEADER)
         from .graph_policy import MydevGraphPolicy

@@ -45,5 +45,15 @@ def benchmark_on_mydev(
     return statistics.median(b.elapsed_time(a) for b, a in zip(starts, ends))
 
 
+def time_on_device(fn: Callable[[], Any], device: torch.device) -> float:
+    """Median milliseconds of ``fn()`` (which launches on the current stream
+    of ``device``), for autotuning's benchmark requests; errors the kernels
+    raised surface here, not at a later synchronize."""
+    with torch.mydev.device(device):
+        milliseconds = benchmarking.benchmarker.benchmark(fn, device=device)
+        torch.mydev.synchronize()
+    return milliseconds
+
+
 def register_benchmarker() -> None:
     benchmarking.register_benchmarker(DEVICE, benchmark_on_mydev, override=True)

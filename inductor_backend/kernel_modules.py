@@ -72,7 +72,7 @@ static PyObject* launch_py(PyObject*, PyObject* args) {{
     const int device = mydev_compiled::abi().stream_device(stream);
     if (device < 0) throw std::invalid_argument(mydev_compiled::abi().last_error());
 {parse_arguments}
-    mydev_compiled::launch(stream, kKernelName, [=] {{ kernel({call_arguments}); }});
+    mydev_compiled::launch(stream, kKernelName, [=] {{ {function}({call_arguments}); }});
     Py_RETURN_NONE;
   }} catch (const std::exception& error) {{
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, error.what());
@@ -112,9 +112,12 @@ def headers_comment() -> str:
     return f"// built against device headers {headers_fingerprint(INCLUDE_DIR)}"
 
 
-def launcher_source(kernel_name: str, arg_types: Sequence[str]) -> str:
+def launcher_source(kernel_name: str, arg_types: Sequence[str], function: str = "kernel") -> str:
+    """The launcher of ``kernel_name``: parses ``arg_types`` and submits
+    ``function`` (the C++ function of the kernel source) to the stream."""
     return _LAUNCHER.format(
         kernel_name=kernel_name,
+        function=function,
         headers_comment=headers_comment(),
         arg_count=len(arg_types),
         parse_arguments="\n".join(_parse_argument(i, t) for i, t in enumerate(arg_types)),
@@ -142,11 +145,12 @@ class MydevKernelCodeCache(CppPythonBindingsCodeCache):
         arg_types: Sequence[str],
         source: str,
         submit_fn: Optional[Callable[..., Any]] = None,
+        function: str = "kernel",
     ) -> Callable[[], Any]:
         # The device compiler is the host's C++ compiler in the simulator, so
         # the kernels are built with the CPU's flags and vector ISA.
         get_module = cls.load_async(
-            source + launcher_source(kernel_name, arg_types),
+            source + launcher_source(kernel_name, arg_types, function),
             "cpu",
             submit_fn=submit_fn,
             extra_flags=(f"-I{INCLUDE_DIR}",),

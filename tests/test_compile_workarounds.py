@@ -1,5 +1,5 @@
 """Why each patch of Inductor, Dynamo and FakeTensor in device_ext/torch_patches/
-(inductor.py, dynamo.py, fake_tensor.py) is needed.
+(inductor.py, autotuning.py, dynamo.py, fake_tensor.py) is needed.
 
 Each test runs in a fresh interpreter (the patches are process-wide): it
 compiles a function with the workaround in place (works, values equal the
@@ -274,3 +274,112 @@ def test_mydev_triton_kernels_compiled_in_workers_get_their_python_back():
     assert "async_compile.triton(" in patched["code"]
     assert not original["ok"]
     assert "NoneType" in original["error"], original["error"]
+
+
+# ------------------------------------------- max-autotune (autotuning.py) --
+AUTOTUNE_PRELUDE = """
+from torch._inductor import config as inductor_config, select_algorithm, utils
+from torch._inductor.autotune_process import GPUDeviceBenchmarkMixin
+from torch._inductor.codegen.cpp_template import CppTemplate
+
+timed = []
+select_algorithm.add_feedback_saver(
+    lambda timings, name, *_: timed.append(sorted(c.info_dict().get("backend") for c in timings))
+)
+
+def bmm_inputs(batch):
+    '''Another batch, another autotuning key: nothing is served from the
+    timings of an earlier attempt in this process (and the on-disk cache of
+    timings, shared with other tests, is off).'''
+    torch.mydev.manual_seed(batch)
+    return torch.randn(batch, 32, 64, device="mydev"), torch.randn(batch, 64, 48, device="mydev")
+
+def bmm_relu(a, b):
+    return torch.bmm(a, b).relu()
+
+def autotuned(batch):
+    del timed[:]
+    with inductor_config.patch(max_autotune=True, autotune_local_cache=False):
+        seen = attempt(bmm_relu, *bmm_inputs(batch))
+    seen["timed"] = list(timed)
+    return seen
+"""
+
+
+def run_both_autotuned(undo: str):
+    """Autotunes a bmm with every adjustment of autotuning.py in place, then
+    again after ``undo`` (a statement putting one of torch's originals back)."""
+    return run_both(
+        AUTOTUNE_PRELUDE
+        + f"""
+patched = autotuned(2)
+{undo}
+print(json.dumps({{"patched": patched, "original": autotuned(3)}}))
+"""
+    )
+
+
+def assert_template_and_aten_timed(patched):
+    assert patched["ok"], patched
+    assert patched["device"] == "mydev:0" and patched["max_error"] < 1e-4
+    assert patched["timed"] == [["CPP", "extern"]], patched["timed"]
+
+
+def test_cpp_templates_are_offered_for_mydev():
+    """Without it the C++ GEMM / BMM templates are offered for device "cpu"
+    only: ATen is max-autotune's one candidate for a mydev matrix multiply,
+    and nothing is timed."""
+    seen = run_both_autotuned("utils._use_template_for_cpu = utils._use_template_for_cpu.__wrapped__")
+    patched, original = seen["patched"], seen["original"]
+    assert_template_and_aten_timed(patched)
+    assert original["ok"] and original["timed"] == [], original
+    assert "extern_kernels.bmm(" in original["code"]
+
+
+def test_mydev_cpp_candidates_are_chosen_at_lowering():
+    """Without it the choice is deferred to the scheduler, which times each
+    candidate fused with its epilogue, and that timing exists for Triton
+    kernels only: the C++ scheduling raises NotImplementedError."""
+    seen = run_both_autotuned(
+        "select_algorithm.AlgorithmSelectorCache.__call__ = select_algorithm.AlgorithmSelectorCache.__call__.__wrapped__"
+    )
+    patched, original = seen["patched"], seen["original"]
+    assert_template_and_aten_timed(patched)
+    assert not original["ok"]
+    assert original["error"].startswith("InductorError: NotImplementedError"), original["error"]
+    assert "benchmark_fused_nodes" in original["frames"], original["frames"]
+
+
+def test_aten_candidates_are_timed_on_mydev():
+    """Without it ATen's candidate is timed through the device interface of
+    the first GPU_TYPES device among the tensors, else CUDA's: on this host
+    CUDA is missing and autotuning reports an incorrect result."""
+    seen = run_both_autotuned("GPUDeviceBenchmarkMixin.do_bench = GPUDeviceBenchmarkMixin.do_bench.__wrapped__")
+    patched, original = seen["patched"], seen["original"]
+    assert_template_and_aten_timed(patched)
+    assert not original["ok"]
+    assert "Incorrect result from choice ExternKernelCaller(extern_kernels.bmm)" in original["error"]
+    assert "Torch not compiled with CUDA enabled" in original["error"], original["error"]
+
+
+def test_cpp_template_candidates_are_timed_as_kernels_on_the_stream():
+    """Without it a template candidate is timed by Inductor's CPU request,
+    which calls the kernel in the host process on the tensors' data
+    pointers: host code dereferencing device memory, which faults (the
+    process dies with the driver's message)."""
+    result = run_python(
+        PRELUDE
+        + AUTOTUNE_PRELUDE
+        + """
+patched = autotuned(2)
+print(json.dumps(patched), flush=True)
+CppTemplate.generate = CppTemplate.generate.__wrapped__
+autotuned(3)
+print("survived")
+""",
+        env=SUBPROCESS_ENV,
+        timeout=240,
+    )
+    assert_template_and_aten_timed(json.loads(result.stdout.splitlines()[0]))
+    assert result.returncode != 0 and "survived" not in result.stdout, result.stdout
+    assert "host code dereferenced device pointer" in result.stderr, result.stderr[-2000:]
