@@ -395,3 +395,34 @@ def test_triton_kernel_in_a_graph_as_a_user_script(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "True"]
+
+
+def test_reduce_overhead_skips_are_logged_and_results_stay_correct():
+    # A CPU tensor in the graph, and a mutated (non-parameter) input: Inductor
+    # does not capture either, and says why as it does on cuda.
+    result = run_python(
+        """
+        import torch
+        from torch._dynamo.utils import counters
+
+        def scaled(x, s):
+            return x * (s.to("mydev") + 1) + 1
+
+        def bump(x):
+            x.add_(1)
+            return x * 2
+
+        x = torch.ones(3, device="mydev")
+        print(torch.compile(scaled, mode="reduce-overhead")(x, torch.full((3,), 2.0)).cpu().tolist())
+        compiled_bump = torch.compile(bump, mode="reduce-overhead")
+        for _ in range(2):
+            print(compiled_bump(x).cpu().tolist())
+        print(x.cpu().tolist(), counters["inductor"]["cudagraph_skips"])
+        """,
+        env={"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["[4.0, 4.0, 4.0]", "[4.0, 4.0, 4.0]", "[6.0, 6.0, 6.0]", "[3.0, 3.0, 3.0] 2"]
+    assert "skipping cudagraphs due to cpu device (" in result.stderr
+    assert "skipping cudagraphs due to mutated inputs (1 instances)" in result.stderr
