@@ -387,6 +387,12 @@ def test_triton_kernel_in_a_graph_as_a_user_script(tmp_path):
                 x.fill_(value)
                 g.replay()
                 print(out.cpu().tolist() == [value * 2 + 1] * 10)
+            # A wait that holds the GIL (storage copies do) while the replayed
+            # kernel needs it on the stream's worker: the driver's host wait
+            # hooks release it.
+            x.fill_(2.0)
+            g.replay()
+            print(torch.empty(0).set_(out.untyped_storage().cpu())[0].item() == 5.0)
             """
         )
     )
@@ -394,7 +400,7 @@ def test_triton_kernel_in_a_graph_as_a_user_script(tmp_path):
         [sys.executable, str(script)], env=dict(os.environ), capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["True", "True"]
+    assert result.stdout.split() == ["True", "True", "True"]
 
 
 def test_reduce_overhead_skips_are_logged_and_results_stay_correct():

@@ -14,8 +14,11 @@ On a stream that is capturing a graph the kernel is recorded instead
 kernels are), and the stream's executor runs it, holding the GIL, at every
 replay, over the memory its arguments name then. The recorded kernel holds
 its arguments (scalars by value, tensors by reference) until the graph is
-destroyed. Eager launches stay on the launching thread: the executor would
-need the GIL, which a host thread may hold while it waits for that stream.
+destroyed. A host thread waiting for the device releases the GIL meanwhile
+(the driver's host wait hooks, installed by device_ext._C), so the worker
+can take it. Eager launches stay on the launching thread: executed on the
+worker the interpreter would compete with the host for the GIL rather than
+overlap with it, and the launch itself raises a failing kernel's error.
 """
 
 from typing import Any, Callable, List, Optional, Tuple
