@@ -10,13 +10,27 @@ inputs into those copies and replay. A new signature records a new graph.
 Outputs are cloned out of the graph's pool, so they are not overwritten by
 the next replay (cudagraph trees' "overwritten by a subsequent run" rule
 does not apply here). Graphs of other devices go to torch's default.
+
+A graph that mutates an input other than a parameter or buffer runs without
+capture (a replay would mutate the static copy), with torch's "skipping
+cudagraphs due to mutated inputs" warning, as cudagraph trees do. A mydev
+graph Inductor itself will not capture (a CPU node, ...) gets torch's usual
+"skipping cudagraphs due to ..." warning from ``should_wrap``: torch 2.13
+writes it only for graphs with a cuda device.
 """
 
 import logging
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import torch
-from torch._inductor.cudagraph_utils import CUDAGraphPolicy
+from torch._inductor import config as inductor_config
+from torch._inductor.cudagraph_utils import (
+    CUDAGraphPolicy,
+    cudagraphs_log,
+    format_default_skip_message,
+    get_mutation_stack_trace,
+    log_cudagraph_skip_and_bump_counter,
+)
 
 from device_ext.device_name import DEVICE_NAME
 
@@ -58,13 +72,36 @@ class _Recorded:
         return [o.clone() if isinstance(o, torch.Tensor) else o for o in self.outputs]
 
 
+def _skip_message(reason: str) -> str:
+    return reason if reason.startswith("skipping cudagraphs") else format_default_skip_message(reason)
+
+
 class MydevGraphPolicy(CUDAGraphPolicy):
     """Captures mydev graphs with torch.mydev graphs; others go to torch."""
+
+    def should_wrap(self, compiled_graph: Any) -> bool:
+        # Called for every compiled graph before Inductor decides whether to
+        # capture it; the decision stays torch's (this returns torch's default).
+        if inductor_config.triton.cudagraphs and DEVICE_NAME in compiled_graph.device_types:
+            info = compiled_graph.cudagraph_info
+            if compiled_graph.disabled_cudagraphs_reason:
+                # Inductor counted this skip in cudagraph_skips already.
+                cudagraphs_log.warning(_skip_message(compiled_graph.disabled_cudagraphs_reason))
+            elif info is not None and info.cudagraph_fail_reasons:
+                # Neither counted nor written by Inductor off cuda.
+                log_cudagraph_skip_and_bump_counter(format_default_skip_message(str(info.cudagraph_fail_reasons)))
+        return True
 
     def cudagraphify(self, model, example_inputs, static_input_idxs, *, device_index, **kwargs):
         devices = {x.device.type for x in example_inputs if isinstance(x, torch.Tensor)}
         if devices != {DEVICE_NAME}:
             return super().cudagraphify(model, example_inputs, static_input_idxs, device_index=device_index, **kwargs)
+        # A replay would mutate the static copy, not the caller's tensor:
+        # such a graph runs without capture, as cudagraph trees run it.
+        mutated = [i for i in kwargs.get("mutated_input_idxs", ()) if i not in set(static_input_idxs)]
+        if mutated:
+            log_cudagraph_skip_and_bump_counter(get_mutation_stack_trace(kwargs["placeholders"], mutated))
+            return model
         # Inductor marks a backward's saved activations static because
         # cudagraph trees keep forward outputs in the graph's pool; this
         # policy clones outputs out of it, so a backward copies every input.

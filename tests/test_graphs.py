@@ -5,11 +5,35 @@ csrc/runtime/tests/graph_test.cpp."""
 
 import gc
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
 
 from mydev_testing import needs_two_devices, run_python
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # Triton is optional for mydev
+    triton = None
+
+needs_triton = pytest.mark.skipif(triton is None, reason="triton is not installed")
+
+if triton is not None:
+
+    @triton.jit
+    def _axpb_kernel(x_ptr, out_ptr, n, a, b, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * a + b, mask=mask)
+
+    @triton.jit
+    def _unmasked_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
 
 
 def _capture(fn, graph=None, pool=None):
@@ -459,3 +483,132 @@ def test_reduce_overhead_training_step_matches_cpu():
         opt_cpu.zero_grad()
         torch.testing.assert_close(loss.detach().cpu(), loss_cpu.detach(), rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(model[0].weight.detach().cpu(), cpu[0].weight.detach(), rtol=1e-4, atol=1e-5)
+
+
+@needs_triton
+def test_triton_kernel_is_captured_and_replays_with_current_data():
+    n, block = 100, 32
+    x = torch.randn(n, device="mydev")
+    ref = x.cpu()
+
+    def body():
+        y = torch.empty_like(x)
+        _axpb_kernel[(triton.cdiv(n, block),)](x, y, n, 3.0, 1.0, BLOCK=block)
+        return torch.sin(y) * 2  # an eager op on the kernel's output
+
+    eager = body()
+    torch.testing.assert_close(eager.cpu(), torch.sin(ref * 3 + 1) * 2)
+    graph, out = _capture(body)
+    for step in range(3):
+        fresh = torch.full((n,), float(step), device="mydev") + torch.arange(n, device="mydev")
+        x.copy_(fresh)  # the static input's contents change between replays
+        graph.replay()
+        torch.testing.assert_close(out.cpu(), torch.sin(fresh.cpu() * 3 + 1) * 2)
+
+
+@needs_triton
+def test_failing_triton_kernel_in_a_replay_raises_at_synchronize():
+    from device_ext.triton_backend.executor import TritonKernelError
+
+    x = torch.ones(8, device="mydev")
+    out = torch.empty(8, device="mydev")
+    graph = torch.mydev.MydevGraph()
+    with torch.mydev.graph(graph):
+        _unmasked_kernel[(1,)](x, out, BLOCK=16)  # reads past the end of x
+    graph.replay()
+    with pytest.raises(TritonKernelError, match="Triton kernel '_unmasked_kernel' failed on mydev in program"):
+        torch.mydev.synchronize()
+    torch.testing.assert_close((x * 2).cpu(), torch.full((8,), 2.0))
+
+
+@needs_triton
+def test_reduce_overhead_with_triton_kernels_captures_and_follows_inputs(caplog):
+    import logging
+
+    from inductor_backend import config as mydev_config
+
+    def f(x, w):
+        return torch.relu(x @ w).cos() + x.sum(dim=1, keepdim=True)
+
+    w = torch.randn(8, 8, device="mydev")
+    torch._dynamo.reset()
+    with mydev_config.patch(kernel_language="triton"), caplog.at_level(
+        logging.INFO, logger="inductor_backend.graph_policy"
+    ):
+        compiled = torch.compile(f, mode="reduce-overhead", dynamic=False)
+        for _ in range(3):
+            x = torch.randn(4, 8, device="mydev")
+            torch.testing.assert_close(compiled(x, w).cpu(), f(x.cpu(), w.cpu()), rtol=1e-5, atol=1e-5)
+    assert sum("recording a mydev graph" in r.message for r in caplog.records) == 1
+
+
+@needs_triton
+def test_triton_kernel_in_a_graph_as_a_user_script(tmp_path):
+    script = tmp_path / "graph_with_triton.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            import triton
+            import triton.language as tl
+
+            @triton.jit
+            def double_plus_one(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+                offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                mask = offsets < n
+                tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2 + 1, mask=mask)
+
+            x = torch.zeros(10, device="mydev")
+            out = torch.empty_like(x)
+            g = torch.mydev.MydevGraph()
+            with torch.mydev.graph(g):
+                double_plus_one[(2,)](x, out, 10, BLOCK=8)
+            for value in (1.0, 5.0):
+                x.fill_(value)
+                g.replay()
+                print(out.cpu().tolist() == [value * 2 + 1] * 10)
+            # A wait that holds the GIL (storage copies do) while the replayed
+            # kernel needs it on the stream's worker: the driver's host wait
+            # hooks release it.
+            x.fill_(2.0)
+            g.replay()
+            print(torch.empty(0).set_(out.untyped_storage().cpu())[0].item() == 5.0)
+            """
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], env=dict(os.environ), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True", "True"]
+
+
+def test_reduce_overhead_skips_are_logged_and_results_stay_correct():
+    # A CPU tensor in the graph, and a mutated (non-parameter) input: Inductor
+    # does not capture either, and says why as it does on cuda.
+    result = run_python(
+        """
+        import torch
+        from torch._dynamo.utils import counters
+
+        def scaled(x, s):
+            return x * (s.to("mydev") + 1) + 1
+
+        def bump(x):
+            x.add_(1)
+            return x * 2
+
+        x = torch.ones(3, device="mydev")
+        print(torch.compile(scaled, mode="reduce-overhead")(x, torch.full((3,), 2.0)).cpu().tolist())
+        compiled_bump = torch.compile(bump, mode="reduce-overhead")
+        for _ in range(2):
+            print(compiled_bump(x).cpu().tolist())
+        print(x.cpu().tolist(), counters["inductor"]["cudagraph_skips"])
+        """,
+        env={"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["[4.0, 4.0, 4.0]", "[4.0, 4.0, 4.0]", "[6.0, 6.0, 6.0]", "[3.0, 3.0, 3.0] 2"]
+    assert "skipping cudagraphs due to cpu device (" in result.stderr
+    assert "skipping cudagraphs due to mutated inputs (1 instances)" in result.stderr

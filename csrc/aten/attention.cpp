@@ -7,6 +7,9 @@
 // inputs, and implements the overrideable forward and backward ops with that
 // kernel on the device. torch.compile keeps the op as one extern kernel.
 //
+// A query of a few positions (a decode step) goes to shortQueryAttention
+// instead of the flash kernel, whose blocking costs more than such a query.
+//
 // The overrideable ops promise output layouts (their Meta kernels: the
 // output follows the query's memory layout, logsumexp is a contiguous
 // [B, H, L] float tensor) that Inductor relies on, so results are put into
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "../core/device.h"
+#include "short_query_attention.h"
 
 namespace mydev {
 namespace {
@@ -101,13 +105,21 @@ fusedAttention(const at::Tensor& query, const at::Tensor& key,
       "scaled_dot_product_attention uses the math path for dropout_p > 0");
   TORCH_CHECK(!return_debug_mask, kDeviceName,
               " fused attention returns no debug mask");
-  auto [output, logsumexp] = at::_scaled_dot_product_flash_attention_for_cpu(
-      query, key, value, dropout_p, is_causal, attn_bias, scale);
   const auto options = query.options();
   at::Tensor contiguous_logsumexp = at::empty(
       {query.size(0), query.size(1), query.size(2)}, options.dtype(at::kFloat));
-  return {inLayoutOf(output, outputLike(query, value)),
-          inLayoutOf(logsumexp, contiguous_logsumexp), at::Tensor(),
+  at::Tensor output = outputLike(query, value);
+  if (shortQueryAttentionApplies(query, key, value, attn_bias)) {
+    shortQueryAttention(query, key, value, is_causal, scale, output,
+                        contiguous_logsumexp);
+  } else {
+    auto [flash_output, logsumexp] =
+        at::_scaled_dot_product_flash_attention_for_cpu(
+            query, key, value, dropout_p, is_causal, attn_bias, scale);
+    output = inLayoutOf(flash_output, output);
+    contiguous_logsumexp = inLayoutOf(logsumexp, contiguous_logsumexp);
+  }
+  return {output, contiguous_logsumexp, at::Tensor(),
           at::Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
           // No dropout, so no Philox state to hand to backward.
           at::empty({}, options.dtype(at::kLong)),

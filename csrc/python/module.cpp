@@ -127,20 +127,32 @@ py::tuple streamPriorityRange() {
   return py::make_tuple(least, greatest);
 }
 
-// The distributed backends live in the library, which has no Python: they
-// learn about the interpreter from here.
+// Lets other Python threads (and kernels that run Python, see
+// triton_launch_bindings.cpp) run while this thread waits; nullptr if it did
+// not hold the GIL.
+void* releaseGilIfHeld() {
+  if (Py_IsInitialized() && _Py_IsFinalizing() == 0 && PyGILState_Check()) {
+    return PyEval_SaveThread();
+  }
+  return nullptr;
+}
+
+void restoreGil(void* released) {
+  if (released != nullptr) {
+    PyEval_RestoreThread(static_cast<PyThreadState*>(released));
+  }
+}
+
+// The driver and the distributed backends live in the library, which has no
+// Python: they learn about the interpreter from here.
 void installInterpreterHooks() {
+  MYDEV_CHECK(mydevSetHostWaitHooks(&releaseGilIfHeld, &restoreGil));
   distributed::CommStreamBackend::setInterpreterHooks(
       {[] { return _Py_IsFinalizing() != 0; },
        [](const std::function<void()>& wait) {
-         PyThreadState* released = nullptr;
-         if (Py_IsInitialized() && PyGILState_Check()) {
-           released = PyEval_SaveThread();
-         }
+         void* released = releaseGilIfHeld();
          wait();
-         if (released != nullptr) {
-           PyEval_RestoreThread(released);
-         }
+         restoreGil(released);
        }});
 }
 

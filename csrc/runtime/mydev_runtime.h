@@ -402,6 +402,20 @@ mydevError_t mydevActivityPopExternalId(mydevActivityExternalIdKind kind,
 mydevError_t mydevActivityFlush(mydevActivityRecord* records, size_t capacity,
                                 size_t* count);
 
+// ------------------------------------------------------- host wait hooks --
+// Called around every wait of a host thread for device work (stream, event
+// and device synchronize, synchronous copies, launch blocking): begin() just
+// before the thread blocks, end(its result) once it may go on. The
+// simulator runs some kernels in the host's own interpreter (Triton kernels
+// replayed from a graph take Python's global lock on the stream's worker),
+// so the Python bindings install hooks that let a waiting thread release
+// that lock. A driver for real silicon has no such kernels and may ignore
+// the hooks. nullptr for both removes them.
+typedef void* (*mydevHostWaitBeginFn_t)(void);
+typedef void (*mydevHostWaitEndFn_t)(void* token);
+mydevError_t mydevSetHostWaitHooks(mydevHostWaitBeginFn_t begin,
+                                   mydevHostWaitEndFn_t end);
+
 // ------------------------------------------------------------ process state --
 // 1 if this process was forked from a parent in which a device had been put
 // to use (see mydevIsInitialized). The parent's worker threads do not exist

@@ -32,6 +32,32 @@ std::atomic<uint64_t> g_next_stream_id{0};
 // the task that called exit().
 thread_local Stream* t_executor_of = nullptr;
 
+struct HostWaitHooks {
+  mydevHostWaitBeginFn_t begin;
+  mydevHostWaitEndFn_t end;
+};
+std::atomic<const HostWaitHooks*> host_wait_hooks{nullptr};
+
+// The hooks of mydevSetHostWaitHooks around one wait (none on an executor:
+// its waits are between kernels, holding nothing of the host's).
+class HostWaitScope {
+ public:
+  HostWaitScope()
+      : hooks_(t_executor_of == nullptr
+                   ? host_wait_hooks.load(std::memory_order_acquire)
+                   : nullptr),
+        token_(hooks_ != nullptr ? hooks_->begin() : nullptr) {}
+  ~HostWaitScope() {
+    if (hooks_ != nullptr) hooks_->end(token_);
+  }
+  HostWaitScope(const HostWaitScope&) = delete;
+  HostWaitScope& operator=(const HostWaitScope&) = delete;
+
+ private:
+  const HostWaitHooks* hooks_;
+  void* token_;
+};
+
 int gate_level(int priority) { return priority < 0 ? 0 : 1; }
 
 }  // namespace
@@ -234,6 +260,7 @@ void Stream::wait(uint64_t sequence, bool spin) {
            shutting_down();
   };
   if (reached()) return;
+  const HostWaitScope host_wait;
   const auto start = AdaptiveSpin::Clock::now();
   if (spin && done_spin_.spin(reached, start)) return;
   std::unique_lock<std::mutex> lock(done_mutex_);
@@ -270,6 +297,16 @@ void Stream::wait_idle_for_exit(
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+}
+
+void set_host_wait_hooks(mydevHostWaitBeginFn_t begin,
+                         mydevHostWaitEndFn_t end) {
+  // Installed once or twice per process (module import): the previous pair
+  // stays allocated, as a waiting thread may still be using it.
+  host_wait_hooks.store(
+      begin != nullptr && end != nullptr ? new HostWaitHooks{begin, end}
+                                         : nullptr,
+      std::memory_order_release);
 }
 
 mydevError_t resolve_stream(mydevStream_t handle, Stream** out) {

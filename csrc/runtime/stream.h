@@ -157,6 +157,10 @@ class Stream {
   std::thread executor_;
 };
 
+// mydevSetHostWaitHooks: the hooks Stream::wait calls on host threads.
+void set_host_wait_hooks(mydevHostWaitBeginFn_t begin,
+                         mydevHostWaitEndFn_t end);
+
 // nullptr means the current device's default stream, as on CUDA.
 mydevError_t resolve_stream(mydevStream_t handle, Stream** out);
 // Waits for everything enqueued on the stream so far, then reports its

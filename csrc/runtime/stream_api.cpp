@@ -110,6 +110,16 @@ mydevError_t mydevStreamQuery(mydevStream_t handle) {
               "mydevStreamQuery: the stream still has work in flight");
 }
 
+mydevError_t mydevSetHostWaitHooks(mydevHostWaitBeginFn_t begin,
+                                   mydevHostWaitEndFn_t end) {
+  if ((begin == nullptr) != (end == nullptr)) {
+    return fail(mydevErrorInvalidValue,
+                "mydevSetHostWaitHooks: give both hooks or neither");
+  }
+  set_host_wait_hooks(begin, end);
+  return mydevSuccess;
+}
+
 mydevError_t mydevStreamSynchronize(mydevStream_t handle) {
   if (mydevError_t status = enter()) return status;
   Stream* stream = nullptr;

@@ -73,6 +73,12 @@ class MydevBackend(BaseBackend):
     def __init__(self, target: GPUTarget) -> None:
         super().__init__(target)
         self.binary_ext = BINARY_EXT
+        # Triton makes a backend at the start of every compile: a kernel
+        # executing in another thread (a graph replay) has triton.language
+        # patched, which the code generator must not see.
+        from .executor import wait_for_execution
+
+        wait_for_execution()
 
     def hash(self) -> str:
         return f"mydev-{_STAGES_FINGERPRINT}-{self.target.arch}-{self.target.warp_size}"

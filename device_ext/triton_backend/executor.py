@@ -19,11 +19,17 @@ numpy blocks, loads and stores through raw addresses), driven differently:
 
 That last point makes execution exclusive: one kernel runs at a time in a
 process, and Triton code generation must not run in another thread meanwhile
-(it would see the patched language).
+(it would see the patched language). Kernels run on the launching thread or,
+replayed from a graph, on a stream's executor thread while the host goes on,
+so both sides wait: an execution starts only while no other thread is inside
+Triton's ``compile`` (:func:`_execution_slot`), and a compile for mydev starts
+only once the running execution ended (:func:`wait_for_execution`, called by
+the backend Triton makes at the start of every compile).
 """
 
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -237,12 +243,45 @@ def _interpreting(kernel: JITFunction, ranges: MemoryRanges) -> Iterator[None]:
         patches.restore()
 
 
+def _compiling_in_another_thread() -> bool:
+    from triton.compiler import compiler
+
+    compile_code = compiler.compile.__code__
+    this_thread = threading.get_ident()
+    for thread, frame in sys._current_frames().items():
+        while thread != this_thread and frame is not None:
+            if frame.f_code is compile_code:
+                return True
+            frame = frame.f_back
+    return False
+
+
+@contextmanager
+def _execution_slot() -> Iterator[None]:
+    while True:
+        _execution_lock.acquire()
+        if not _compiling_in_another_thread():
+            break
+        _execution_lock.release()
+        time.sleep(0.001)  # a compile takes milliseconds at least
+    try:
+        yield
+    finally:
+        _execution_lock.release()
+
+
+def wait_for_execution() -> None:
+    """Returns once no kernel executes (in another thread) any more."""
+    with _execution_lock:
+        pass
+
+
 def execute(
     kernel: JITFunction, name: str, grid: Tuple[int, int, int], args: Sequence[Any], ranges: MemoryRanges
 ) -> None:
     """Runs every program of ``grid`` with ``args`` (one per kernel
     parameter, constexprs included, as Triton's launchers receive them)."""
-    with _execution_lock, _interpreting(kernel, ranges):
+    with _execution_slot(), _interpreting(kernel, ranges):
         program = _interpreted(kernel)
         call_args = {
             param.name: value if param.is_constexpr else interpreter._implicit_cvt(value)

@@ -8,6 +8,17 @@ the launch is complete and visible; work enqueued after it (eager ops, event
 records, other threads' launches) waits for it. The call returns once the
 kernel ran, and a failing kernel raises ``TritonKernelError`` here, leaving
 the stream and the device usable.
+
+On a stream that is capturing a graph the kernel is recorded instead
+(``_C._launch_python_kernel``: a driver-owned kernel, as compiled C++
+kernels are), and the stream's executor runs it, holding the GIL, at every
+replay, over the memory its arguments name then. The recorded kernel holds
+its arguments (scalars by value, tensors by reference) until the graph is
+destroyed. A host thread waiting for the device releases the GIL meanwhile
+(the driver's host wait hooks, installed by device_ext._C), so the worker
+can take it. Eager launches stay on the launching thread: executed on the
+worker the interpreter would compete with the host for the GIL rather than
+overlap with it, and the launch itself raises a failing kernel's error.
 """
 
 from typing import Any, Callable, List, Optional, Tuple
@@ -93,8 +104,14 @@ class MydevLauncher:
             return  # an empty grid launches nothing, as on GPUs
         if enter_hook is not None:
             enter_hook(launch_metadata)
-        _C._run_in_stream_order(
-            stream, self._name, lambda: executor.execute(self._kernel, self._name, grid, args, ranges)
-        )
+        kernel, name = self._kernel, self._name
+
+        def run() -> None:
+            executor.execute(kernel, name, grid, args, ranges)
+
+        if _C._stream_is_capturing(stream):
+            _C._launch_python_kernel(stream, name, run)
+        else:
+            _C._run_in_stream_order(stream, name, run)
         if exit_hook is not None:
             exit_hook(launch_metadata)
