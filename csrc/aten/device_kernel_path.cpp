@@ -244,16 +244,7 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
     }
   });
   for (const auto& [index, host_out] : host_outs) {
-    const at::Tensor& device_out = device_args[index].toTensor();
-    // An out= tensor the kernel resizes takes the kernel's layout, as a
-    // CPU out= tensor would (linalg_lstsq's column-major solution).
-    const bool resized = device_out.sizes() != host_out.sizes();
-    device_out.resize_(host_out.sizes());
-    if (resized && host_out.is_non_overlapping_and_dense()) {
-      device_out.unsafeGetTensorImpl()->set_sizes_and_strides(
-          host_out.sizes(), host_out.strides(), device_out.storage_offset());
-    }
-    device_out.copy_(host_out);
+    copyOutArgument(host_out, device_args[index].toTensor());
   }
   torch::jit::drop(*stack, n_args);
   for (size_t r = 0; r < outcome->stack.size(); ++r) {

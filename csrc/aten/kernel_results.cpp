@@ -207,6 +207,19 @@ void runIntoOutputs(const c10::FunctionSchema& schema,
   }
 }
 
+void copyOutArgument(const at::Tensor& host_out, const at::Tensor& device_out) {
+  if (device_out.sizes() != host_out.sizes()) {
+    // The kernel's whole buffer, then its view of it.
+    const int64_t elements = static_cast<int64_t>(host_out.storage().nbytes() /
+                                                  host_out.dtype().itemsize());
+    const int64_t offset = device_out.storage_offset();
+    device_out.resize_({elements});
+    device_out.as_strided_(host_out.sizes(), host_out.strides(),
+                           offset + host_out.storage_offset());
+  }
+  device_out.copy_(host_out);
+}
+
 ResultPlacementCounts resultPlacementCounts() {
   return {g_in_place.load(std::memory_order_relaxed),
           g_copied.load(std::memory_order_relaxed)};

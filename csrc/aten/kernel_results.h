@@ -33,6 +33,12 @@ void runIntoOutputs(const c10::FunctionSchema& schema,
                     torch::jit::Stack* stack,
                     const std::vector<c10::IValue>& host_outputs);
 
+// Gives `device_out`, an out= argument, what the CPU kernel made of its host
+// stand-in `host_out`: the values, and where the kernel resized it, its
+// layout too, as a CPU out= tensor gets it (linalg_lstsq's solution is a
+// narrowed column-major buffer, not a dense tensor). Host code: a copy.
+void copyOutArgument(const at::Tensor& host_out, const at::Tensor& device_out);
+
 // How many results runIntoOutputs found in place and how many it copied,
 // since the last reset: what tests and benchmarks read to see that a
 // kernel's output was not copied.
