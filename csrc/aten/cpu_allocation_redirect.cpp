@@ -126,13 +126,12 @@ class RedirectingCpuAllocator final : public c10::Allocator {
   c10::Allocator* wrapped_;
 };
 
-RedirectingCpuAllocator* g_installed = nullptr;
-
+// If another CPU allocator replaces this one later (set with a higher
+// priority), nothing is redirected any more and every result is copied.
 struct InstallRedirectingCpuAllocator {
   InstallRedirectingCpuAllocator() {
     // Leaked: CPU tensors freed during shutdown still call it.
-    g_installed = new RedirectingCpuAllocator(c10::GetCPUAllocator());
-    c10::SetCPUAllocator(g_installed);
+    c10::SetCPUAllocator(new RedirectingCpuAllocator(c10::GetCPUAllocator()));
   }
 } install_redirecting_cpu_allocator;
 
@@ -219,10 +218,6 @@ std::optional<uint32_t> RedirectCpuAllocations::ordinalOf(const void* address,
     ++ordinal;
   }
   return found;
-}
-
-bool cpuAllocationsRedirectable() {
-  return c10::GetCPUAllocator() == g_installed;
 }
 
 bool stillHeld(const RedirectTarget& target) {

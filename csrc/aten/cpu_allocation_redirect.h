@@ -73,11 +73,6 @@ class RedirectCpuAllocations {
   bool running_ = false;
 };
 
-// False when another CPU allocator replaced the wrapper (set with a higher
-// priority after the library loaded): nothing is redirected then, and every
-// result is copied.
-bool cpuAllocationsRedirectable();
-
 // True while a CPU tensor (or raw allocation) still holds the memory of
 // `target`, handed out to it: a CPU kernel kept an allocation beyond its
 // call.
