@@ -538,6 +538,15 @@ def _throughput_note(work: Optional[Tuple[float, str]], mydev_s: float, cpu_s: f
     return f"{unit}: mydev {amount / mydev_s / 1e9:.1f}, CPU {amount / cpu_s / 1e9:.1f}"
 
 
+def _placement_note() -> str:
+    """How the results of functional-only CPU kernels (convolutions, ...)
+    reached their device outputs during the row: computed in place, or
+    copied (README: "Reading the notes")."""
+    counts = torch.mydev._debug.result_placement_counts()
+    total = counts["in_place"] + counts["copied"]
+    return f"results in place: {counts['in_place']}/{total}" if total else ""
+
+
 def measure(workload: Workload, budget: EagerBudget) -> Row:
     row = Row(
         section=workload.section,
@@ -553,11 +562,12 @@ def measure(workload: Workload, budget: EagerBudget) -> Row:
         torch.mydev.synchronize(0)
         cpu_op = workload.make("cpu")
         fixed = budget.overhead_calls if workload.fixed_calls else None
+        torch.mydev._debug.reset_result_placement_counts()
         mydev_s, cpu_s = compare(Timed(mydev_op, sync_devices((0,))), Timed(cpu_op), budget, fixed)
     except Exception as exc:  # noqa: BLE001 (a failing row must not end the run)
         return record_failure(row, exc)
     row.mydev, row.cpu = mydev_s * scale, cpu_s * scale
-    notes = [n for n in (row.note, _throughput_note(workload.work, mydev_s, cpu_s)) if n]
+    notes = [n for n in (row.note, _throughput_note(workload.work, mydev_s, cpu_s), _placement_note()) if n]
     row.note = "; ".join(notes)
     return row
 

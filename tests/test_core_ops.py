@@ -1282,6 +1282,23 @@ def test_op_errors_match_cpu(name, fn, args):
     _raise_same(fn, sample((4, 4), seed=25), *args)
 
 
+@pytest.mark.parametrize("driver", ["gels", "gelsy", "gelsd", "gelss"])
+@pytest.mark.parametrize("batch", [(), (3,), (2, 3)])
+def test_lstsq_solution_is_the_cpus_narrowed_column_major_buffer(driver, batch):
+    # The CPU returns a view of an (m, k) column-major buffer narrowed to
+    # (n, k): strides (1, m), not a dense tensor.
+    g = torch.Generator(device="mydev").manual_seed(0)
+    a = torch.randn(*batch, 4, 3, device="mydev", generator=g)
+    b = torch.randn(*batch, 4, 2, device="mydev", generator=g)
+    got, expected = torch.linalg.lstsq(a, b, driver=driver), torch.linalg.lstsq(a.cpu(), b.cpu(), driver=driver)
+    for name, d, c in zip(("solution", "residuals", "rank", "singular_values"), got, expected):
+        assert (d.shape, d.stride(), d.dtype) == (c.shape, c.stride(), c.dtype), name
+        torch.testing.assert_close(d.cpu(), c, rtol=1e-4, atol=1e-5, msg=name)
+    assert got.solution.stride()[-2:] == (1, 4)
+    # The solution is usable as any device tensor.
+    torch.testing.assert_close((got.solution * 2).cpu(), expected.solution * 2, rtol=1e-4, atol=1e-5)
+
+
 def test_outputs_keep_the_cpu_layout_where_meta_kernels_disagree():
     """Output metadata follows the CPU kernel (csrc/aten/cpu_output_contract.cpp):
     pointwise ops through an empty out= keep a transposed input's layout,
@@ -1292,9 +1309,12 @@ def test_outputs_keep_the_cpu_layout_where_meta_kernels_disagree():
     x = torch.randn(5, 5, device="mydev", generator=g)
     cases = {
         "abs of a transposed tensor": lambda t: t.t().abs(),
+        "abs of a narrowed column-major tensor": lambda t: t.t()[:3].abs(),
+        "abs of svd's narrowed Vh": lambda t: torch.linalg.svd(t[:3], full_matrices=True)[2][:3].abs(),
         "neg of a transposed tensor": lambda t: torch.neg(t.t()),
         "eigenvectors": lambda t: torch.linalg.eig(t)[1],
         "lstsq solution": lambda t: torch.linalg.lstsq(t[:2], t[2:4]).solution,
+        "lstsq solution, more rows than columns": lambda t: torch.linalg.lstsq(t[:4, :3], t[:4, 3:]).solution,
         "rfft2": lambda t: torch.fft.rfft2(t.reshape(1, 5, 5), dim=(-3, -2, -1)),
         "multilabel margin loss": lambda t: torch.nn.functional.multilabel_margin_loss(
             t[0], torch.tensor([3, 0, -1, 1, 2], device=t.device), reduction="none"

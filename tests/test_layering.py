@@ -141,6 +141,18 @@ def test_every_patch_module_is_in_the_table():
         assert f"| `{module}` |" in docs, module
 
 
+def test_only_one_cpp_file_changes_torchs_cpu_allocator():
+    """The C++ library's one change to torch's state (docs/torch_patches.md,
+    "In the C++ library") stays in its file."""
+    setters = re.compile(r"SetCPUAllocator|SetAllocator\(\s*(c10::)?(DeviceType::|k)CPU")
+    files = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "csrc").rglob("*")
+        if path.suffix in (".cpp", ".h") and setters.search(path.read_text())
+    )
+    assert files == ["csrc/aten/cpu_allocation_redirect.cpp"]
+
+
 @pytest.mark.parametrize(
     "script",
     [

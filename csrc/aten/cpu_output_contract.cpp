@@ -1,5 +1,6 @@
 #include "cpu_output_contract.h"
 
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/core/stack.h>
 #include <ATen/native/ConvUtils.h>
@@ -161,9 +162,21 @@ void correctFromCpuProbe(const c10::OperatorHandle& op,
   }
 }
 
+// A broadcast input (stride 0 along a dimension of size > 1) does not
+// order the dimensions.
+bool isExpanded(const at::Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) == 0 && t.size(d) > 1) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // A pointwise kernel (TensorIterator) resizes an empty out= tensor to the
 // layout of its inputs (a transposed input gives a transposed result, as
-// the functional op does); the out= Meta kernels say contiguous.
+// the functional op does; a narrowed column-major one, a dense column-major
+// result); the out= Meta kernels say contiguous.
 void correctPointwiseOut(const c10::FunctionSchema& schema,
                          c10::ArrayRef<c10::IValue> args,
                          OutputMetadata& metadata) {
@@ -180,9 +193,16 @@ void correctPointwiseOut(const c10::FunctionSchema& schema,
         continue;
       }
       const at::Tensor& input = args[i].toTensor();
-      if (input.defined() && input.sizes() == c10::IntArrayRef(meta.sizes) &&
-          input.is_non_overlapping_and_dense()) {
+      if (!input.defined() || input.sizes() != c10::IntArrayRef(meta.sizes)) {
+        continue;
+      }
+      if (input.is_non_overlapping_and_dense()) {
         meta.strides = input.strides().vec();
+        break;
+      }
+      if (!isExpanded(input)) {
+        // Dense strides in the input's order of strides.
+        meta.strides = at::infer_dense_strides(input.sizes(), input.strides());
         break;
       }
     }

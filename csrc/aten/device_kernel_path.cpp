@@ -26,6 +26,7 @@
 #include "host_view.h"
 #include "ivalue_tensors.h"
 #include "kernel_launch.h"
+#include "kernel_results.h"
 #include "meta_cache.h"
 #include "op_schema.h"
 
@@ -243,16 +244,7 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
     }
   });
   for (const auto& [index, host_out] : host_outs) {
-    const at::Tensor& device_out = device_args[index].toTensor();
-    // An out= tensor the kernel resizes takes the kernel's layout, as a
-    // CPU out= tensor would (linalg_lstsq's column-major solution).
-    const bool resized = device_out.sizes() != host_out.sizes();
-    device_out.resize_(host_out.sizes());
-    if (resized && host_out.is_non_overlapping_and_dense()) {
-      device_out.unsafeGetTensorImpl()->set_sizes_and_strides(
-          host_out.sizes(), host_out.strides(), device_out.storage_offset());
-    }
-    device_out.copy_(host_out);
+    copyOutArgument(host_out, device_args[index].toTensor());
   }
   torch::jit::drop(*stack, n_args);
   for (size_t r = 0; r < outcome->stack.size(); ++r) {
@@ -399,10 +391,14 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const std::optional<HostKernel> beyond_cpu =
       kernelBeyondCpuDtypes(op, device_args);
   if (outputs.fresh) {
-    // An out= overload can't take an absent output; then the functional
-    // overload runs and its results are copied.
+    // An out= overload can't take an absent output, and one that copies
+    // the functional kernel's results does nothing the device needs; then
+    // the functional overload runs (runIntoOutputs).
     if (!outputs.some_undefined && !beyond_cpu.has_value()) {
       out_variant = outVariantOf(op);
+      if (out_variant.has_value() && outVariantCopiesResults(*out_variant)) {
+        out_variant.reset();
+      }
     }
     for (const c10::IValue& out : outputs.values) {
       host_outputs.push_back(hostViewsOf(out));
@@ -421,28 +417,17 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
         // Calls consume their stack, and a kernel captured in a graph runs
         // at every replay: each run gets its own copy of the arguments.
         torch::jit::Stack kernel_stack = arguments;
-        if (beyond_cpu.has_value()) {
-          (*beyond_cpu)(to_run, &kernel_stack);
-        } else {
-          to_run.callBoxed(&kernel_stack);
-        }
-        if (!copy_results) {
-          return;
-        }
-        // No out= overload: the CPU kernel allocated its results on
-        // the host; move them into the device outputs.
-        for (size_t r = 0; r < host_outputs.size(); ++r) {
-          if (host_outputs[r].isTensor()) {
-            if (host_outputs[r].toTensor().defined()) {
-              host_outputs[r].toTensor().copy_(kernel_stack[r].toTensor());
-            }
-          } else if (host_outputs[r].isTensorList()) {
-            auto dst = host_outputs[r].toTensorList();
-            auto src = kernel_stack[r].toTensorList();
-            for (size_t i = 0; i < dst.size(); ++i) {
-              dst.get(i).copy_(src.get(i));
-            }
+        const auto run = [&](torch::jit::Stack* stack) {
+          if (beyond_cpu.has_value()) {
+            (*beyond_cpu)(to_run, stack);
+          } else {
+            to_run.callBoxed(stack);
           }
+        };
+        if (copy_results) {
+          runIntoOutputs(to_run.schema(), run, &kernel_stack, host_outputs);
+        } else {
+          run(&kernel_stack);
         }
       });
   for (auto& out : outputs.values) {

@@ -12,6 +12,7 @@
 
 #include "../aten/cpu_fallback_policy.h"
 #include "../aten/debug_kernels.h"
+#include "../aten/kernel_results.h"
 #include "../core/caching_allocator.h"
 #include "../core/device.h"
 #include "../core/generator.h"
@@ -291,6 +292,11 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_cpu_fallback_counts", &cpuFallbackCounts);
   m.def("_reset_cpu_fallback_counts", &resetCpuFallbackCounts);
+  m.def("_result_placement_counts", [] {
+    const ResultPlacementCounts counts = resultPlacementCounts();
+    return std::make_pair(counts.in_place, counts.copied);
+  });
+  m.def("_reset_result_placement_counts", &resetResultPlacementCounts);
   m.def("_sleep", &sleepOnCurrentStream, py::arg("milliseconds"),
         py::call_guard<py::gil_scoped_release>());
   m.def("_fail_on_stream", &failOnCurrentStream, py::arg("message"));

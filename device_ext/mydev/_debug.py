@@ -13,7 +13,7 @@ instead of racing a kernel that sleeps "long enough"::
 """
 
 import datetime
-from typing import Optional
+from typing import Dict, Optional
 
 import torch
 
@@ -87,3 +87,17 @@ def release_all() -> None:
     """Releases every latch not released yet: after a test, whatever it did."""
     for latch in list(_unreleased):
         latch.release()
+
+
+def result_placement_counts() -> Dict[str, int]:
+    """How the results of ops without a real out= CPU kernel (convolutions,
+    ...) reached their device outputs since the last reset: ``in_place``, the
+    CPU kernel allocated them in the output's memory; ``copied``, they were
+    computed elsewhere and copied. Counted when the kernel runs: synchronize
+    before reading."""
+    in_place, copied = _C._result_placement_counts()
+    return {"in_place": in_place, "copied": copied}
+
+
+def reset_result_placement_counts() -> None:
+    _C._reset_result_placement_counts()
