@@ -1,0 +1,59 @@
+// ATen's structured ops (add, mul, sum, mm, softmax, ...) reach a backend
+// without kernels of its own through a generic kernel
+// (CompositeExplicitAutogradNonFunctional) that computes the output's
+// metadata on the host with the op's meta function (a TensorIterator for
+// elementwise ops), allocates the output, and calls the op's out= overload,
+// which the device-kernel path then serves. The device-kernel path has the
+// output metadata already (meta_cache.h), so for a one-element op that
+// generic kernel was a quarter of the host's time. Routing the functional and
+// in-place overloads to the device-kernel path directly runs the same Meta
+// kernel (cached) and the same out= CPU kernel, once.
+#include <torch/library.h>
+
+#include "device_kernel_path.h"
+#include "op_schema.h"
+#include "structured_op_routing.h"
+
+namespace mydev {
+namespace {
+
+// Ops the device-kernel path serves without synchronizing: a Meta kernel of
+// their own (the structured meta function), tensor results, no generator
+// (random ops draw from the mydev generator through their own kernels).
+bool routable(const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.operator_name();
+  return name.name.rfind("aten::", 0) == 0 &&
+         op.hasKernelForDispatchKey(c10::DispatchKey::Meta) &&
+         !op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) &&
+         returnsOnlyTensors(op.schema()) && !takesGenerator(op.schema()) &&
+         !outputsShapedByTheData(name);
+}
+
+}  // namespace
+
+void routeStructuredOpsToDeviceKernelPath() {
+  // Once, after every static registration of this library (an op with a
+  // mydev kernel of its own keeps it). Never destroyed: the routes last
+  // until the process exits.
+  static const torch::Library* const library = [] {
+    auto* routes = new torch::Library(torch::Library::IMPL, "aten",
+                                      c10::DispatchKey::PrivateUse1, __FILE__,
+                                      __LINE__);
+    c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+    for (const c10::OperatorName& name :
+         dispatcher.getAllOpNamesForDispatchKey(
+             c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+      const std::optional<c10::OperatorHandle> op = dispatcher.findOp(name);
+      if (op.has_value() && routable(*op)) {
+        routes->impl(
+            name.overload_name.empty() ? name.name
+                                       : name.name + "." + name.overload_name,
+            torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
+      }
+    }
+    return routes;
+  }();
+  (void)library;
+}
+
+}  // namespace mydev
