@@ -10,6 +10,8 @@
 // kernel (cached) and the same out= CPU kernel, once.
 #include <torch/library.h>
 
+#include <string>
+
 #include "device_kernel_path.h"
 #include "op_schema.h"
 #include "structured_op_routing.h"
@@ -45,10 +47,11 @@ void routeStructuredOpsToDeviceKernelPath() {
              c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
       const std::optional<c10::OperatorHandle> op = dispatcher.findOp(name);
       if (op.has_value() && routable(*op)) {
-        routes->impl(
+        const std::string qualified =
             name.overload_name.empty() ? name.name
-                                       : name.name + "." + name.overload_name,
-            torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
+                                       : name.name + "." + name.overload_name;
+        routes->impl(qualified.c_str(),
+                     torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
       }
     }
     return routes;
