@@ -38,8 +38,8 @@ struct KernelClosure final : ClosureBase {
 // The driver is done with `closure` (any thread, lock-free): it is queued
 // for destroyRetiredClosures.
 void retireClosure(ClosureBase* closure);
-// Destroys the closures retired so far, on the calling thread; every launch
-// calls it first, so the next closures reuse that memory.
+// Destroys a few retired closures on the calling thread; every launch calls
+// it first, so the next closure reuses that memory.
 void destroyRetiredClosures();
 
 // The driver owns the closure (mydevLaunchKernelEx): a captured kernel runs

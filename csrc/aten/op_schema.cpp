@@ -42,6 +42,7 @@ bool outSchemaExtends(const c10::FunctionSchema& functional,
 bool outVariantMisbehaves(const c10::OperatorName& name) {
   static const std::unordered_set<std::string> misbehaving = {
       "aten::mse_loss", "aten::binary_cross_entropy", "aten::huber_loss",
+      "aten::smooth_l1_loss",
       "aten::max_unpool2d", "aten::max_unpool3d"};
   return misbehaving.count(name.name) != 0;
 }
