@@ -5,30 +5,30 @@
 // elementwise ops), allocates the output, and calls the op's out= overload,
 // which the device-kernel path then serves. The device-kernel path has the
 // output metadata already (meta_cache.h), so for a one-element op that
-// generic kernel was a quarter of the host's time. Routing the functional and
-// in-place overloads to the device-kernel path directly runs the same Meta
-// kernel (cached) and the same out= CPU kernel, once.
+// generic kernel was a quarter of the host's time. Routing the functional
+// overloads to the device-kernel path directly runs the same Meta kernel
+// (cached) and the same out= CPU kernel, once.
 #include <torch/library.h>
 
 #include <string>
 
 #include "device_kernel_path.h"
+#include "native_meta_kernels.h"
 #include "op_schema.h"
 #include "structured_op_routing.h"
 
 namespace mydev {
 namespace {
 
-// Ops the device-kernel path serves without synchronizing: a Meta kernel of
-// their own (the structured meta function), tensor results, no generator
-// (random ops draw from the mydev generator through their own kernels).
+// Functional ops (the in-place ones keep their out= overload's kernel name
+// in profiles) with tensor results and no generator, whose C++ Meta kernel
+// the device-kernel path runs itself: a Python Meta kernel would import
+// torch._dynamo on a program's first ops (native_meta_kernels.h).
 bool routable(const c10::OperatorHandle& op) {
-  const c10::OperatorName& name = op.operator_name();
-  return name.name.rfind("aten::", 0) == 0 &&
-         op.hasKernelForDispatchKey(c10::DispatchKey::Meta) &&
-         !op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) &&
+  return !op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) &&
+         hasNativeMetaKernel(op.operator_name()) &&
          returnsOnlyTensors(op.schema()) && !takesGenerator(op.schema()) &&
-         !outputsShapedByTheData(name);
+         outVariantOf(op).has_value();
 }
 
 }  // namespace
