@@ -1,4 +1,4 @@
-// ATen's structured ops (add, mul, sum, mm, softmax, ...) reach a backend
+// ATen's structured ops (add, mul, mm, addmm, softmax, ...) reach a backend
 // without kernels of its own through a generic kernel
 // (CompositeExplicitAutogradNonFunctional) that computes the output's
 // metadata on the host with the op's meta function (a TensorIterator for
