@@ -257,10 +257,17 @@ std::string baseName(const c10::OperatorName& name) {
 
 std::optional<HostKernel> kernelBeyondCpuDtypes(
     const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  // Most ops are in neither table: remembered per operator (and thread, to
+  // take no lock), as every op on the device-kernel path asks.
+  thread_local std::unordered_set<const c10::FunctionSchema*> in_no_table;
+  if (in_no_table.count(&op.schema()) != 0) {
+    return std::nullopt;
+  }
   const std::string name = baseName(op.operator_name());
   const auto widened_entry = widenedOps().find(name);
   const auto own_entry = ownKernels().find(name);
   if (widened_entry == widenedOps().end() && own_entry == ownKernels().end()) {
+    in_no_table.insert(&op.schema());
     return std::nullopt;
   }
   DtypeSet widened;

@@ -62,10 +62,12 @@ c10::Device resolveDevice(const c10::OperatorHandle& op, Stack* stack,
                           size_t first_arg) {
   const c10::FunctionSchema& schema = op.schema();
   std::optional<c10::Device> device;
+  bool all_on_device = true;
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const c10::IValue& arg = (*stack)[first_arg + i];
     forEachTensor(arg, [&](const at::Tensor& t) {
       if (!t.device().is_privateuseone()) {
+        all_on_device = false;
         return;
       }
       if (!device.has_value()) {
@@ -88,6 +90,9 @@ c10::Device resolveDevice(const c10::OperatorHandle& op, Stack* stack,
   }
   if (!device->has_index()) {
     device = c10::Device(c10::DeviceType::PrivateUse1, currentDevice());
+  }
+  if (all_on_device) {
+    return *device;  // the usual call: nothing to move or reject
   }
   const bool host_indices_ok = acceptsHostIndices(op.operator_name());
   const bool host_scalars_ok = readsHostScalars(op.operator_name());
@@ -271,7 +276,7 @@ struct DeviceOutputs {
 
 DeviceOutputs deviceOutputsFor(const c10::FunctionSchema& schema,
                                const OutputMetadata& metadata,
-                               const std::vector<c10::IValue>& device_args) {
+                               c10::ArrayRef<c10::IValue> device_args) {
   DeviceOutputs outputs;
   for (size_t r = 0; r < metadata.size(); ++r) {
     const ReturnMeta& ret = metadata[r];
@@ -361,11 +366,12 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
     return;
   }
 
-  const std::vector<c10::IValue> device_args(stack->begin() + first_arg,
-                                             stack->end());
+  // The arguments stay on the stack (not copied) until the launch.
+  const c10::ArrayRef<c10::IValue> device_args(stack->data() + first_arg,
+                                               n_args);
   DeviceOutputs outputs = deviceOutputsFor(schema, *metadata, device_args);
-  torch::jit::drop(*stack, n_args);
   if (outputs.views_only) {
+    torch::jit::drop(*stack, n_args);
     for (auto& out : outputs.values) {
       stack->push_back(std::move(out));
     }
@@ -380,6 +386,7 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
           ? std::max(largestNumel(device_args), largestNumel(outputs.values))
           : 0};
   Stack kernel_stack;
+  kernel_stack.reserve(n_args + outputs.values.size());
   for (size_t i = 0; i < n_args; ++i) {
     kernel_stack.push_back(
         hostArgument(schema.arguments()[i], device_args[i], draws));
@@ -400,14 +407,14 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
         out_variant.reset();
       }
     }
+    // With an out= overload the outputs are its last arguments; without,
+    // the kernel copies into them.
     for (const c10::IValue& out : outputs.values) {
-      host_outputs.push_back(hostViewsOf(out));
-    }
-    if (out_variant.has_value()) {
-      kernel_stack.insert(kernel_stack.end(), host_outputs.begin(),
-                          host_outputs.end());
+      (out_variant.has_value() ? kernel_stack : host_outputs)
+          .push_back(hostViewsOf(out));
     }
   }
+  torch::jit::drop(*stack, n_args);
   const c10::OperatorHandle to_run = out_variant.value_or(op);
   const bool copy_results = outputs.fresh && !out_variant.has_value();
   launchKernel(

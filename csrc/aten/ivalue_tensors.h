@@ -36,15 +36,27 @@ c10::IValue mapTensors(const c10::IValue& value, Fn&& fn) {
   return value;
 }
 
-// Calls `fn` on every defined tensor inside `value`.
+// Calls `fn` on every defined tensor inside `value` (building nothing: every
+// op on the device-kernel path walks its arguments this way).
 template <typename Fn>
 void forEachTensor(const c10::IValue& value, Fn&& fn) {
-  (void)mapTensors(value, [&](const at::Tensor& t) {
-    if (t.defined()) {
-      fn(t);
+  if (value.isTensor()) {
+    if (value.toTensor().defined()) {
+      fn(value.toTensor());
     }
-    return t;
-  });
+  } else if (value.isTensorList()) {
+    for (const at::Tensor& t : value.toTensorList()) {
+      if (t.defined()) {
+        fn(t);
+      }
+    }
+  } else if (value.isOptionalTensorList()) {
+    for (const std::optional<at::Tensor>& t : value.toOptionalTensorList()) {
+      if (t.has_value() && t->defined()) {
+        fn(*t);
+      }
+    }
+  }
 }
 
 }  // namespace mydev

@@ -176,10 +176,10 @@ bool appendValue(Key& key, const c10::Argument& schema_arg,
   return true;
 }
 
-std::optional<Key> keyFor(const c10::OperatorHandle& op,
-                          c10::ArrayRef<c10::IValue> args) {
-  Key key;
-  key.reserve(64);
+// Fills `key` (cleared first); false if an argument can't be keyed.
+bool keyFor(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+            Key& key) {
+  key.clear();
   key.push_back(reinterpret_cast<int64_t>(&op.schema()));
   // Factory functions without a dtype use the default dtype.
   key.push_back(static_cast<int64_t>(
@@ -189,10 +189,10 @@ std::optional<Key> keyFor(const c10::OperatorHandle& op,
       scalarValuesShapeOutputs(op.operator_name());
   for (size_t i = 0; i < args.size(); ++i) {
     if (!appendValue(key, schema_args[i], args[i], scalar_values_matter)) {
-      return std::nullopt;
+      return false;
     }
   }
-  return key;
+  return true;
 }
 
 // The argument as the Meta kernel sees it: metadata-only tensors (0-dim CPU
@@ -271,19 +271,24 @@ std::shared_ptr<const OutputMetadata> outputMetadata(
   thread_local std::unordered_map<Key, std::shared_ptr<const OutputMetadata>,
                                   KeyHash>
       cache;
-  std::optional<Key> key = keyFor(op, args);
-  if (!key.has_value()) {
+  // Keys are built in one buffer per thread, so that a hit allocates nothing.
+  thread_local Key scratch;
+  if (!keyFor(op, args, scratch)) {
     return runMetaKernel(op, args);
   }
-  auto hit = cache.find(*key);
+  auto hit = cache.find(scratch);
   if (hit != cache.end()) {
     return hit->second;
   }
+  // Taken out of the buffer first: a Meta kernel may call ops itself.
+  Key key = std::move(scratch);
+  scratch = Key();
+  scratch.reserve(key.capacity());
   auto computed = runMetaKernel(op, args);
   if (cache.size() >= kMaxEntries) {
     cache.clear();
   }
-  cache.emplace(std::move(*key), computed);
+  cache.emplace(std::move(key), computed);
   return computed;
 }
 

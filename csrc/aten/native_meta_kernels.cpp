@@ -199,6 +199,10 @@ nativeMetaKernels() {
 
 }  // namespace
 
+bool hasNativeMetaKernel(const c10::OperatorName& name) {
+  return nativeMetaKernels().count(name) != 0;
+}
+
 bool runNativeMetaKernel(const c10::OperatorHandle& op,
                          torch::jit::Stack* stack) {
   const auto& kernels = nativeMetaKernels();

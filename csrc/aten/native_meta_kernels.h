@@ -20,4 +20,7 @@ namespace mydev {
 bool runNativeMetaKernel(const c10::OperatorHandle& op,
                          torch::jit::Stack* stack);
 
+// True for the ops listed here.
+bool hasNativeMetaKernel(const c10::OperatorName& name);
+
 }  // namespace mydev

@@ -1,6 +1,5 @@
 #include "op_schema.h"
 
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -43,6 +42,7 @@ bool outSchemaExtends(const c10::FunctionSchema& functional,
 bool outVariantMisbehaves(const c10::OperatorName& name) {
   static const std::unordered_set<std::string> misbehaving = {
       "aten::mse_loss", "aten::binary_cross_entropy", "aten::huber_loss",
+      "aten::smooth_l1_loss",
       "aten::max_unpool2d", "aten::max_unpool3d"};
   return misbehaving.count(name.name) != 0;
 }
@@ -102,19 +102,20 @@ std::optional<size_t> aliasedArgument(const c10::FunctionSchema& schema,
 }
 
 std::optional<c10::OperatorHandle> outVariantOf(const c10::OperatorHandle& op) {
-  static std::mutex mutex;
-  static std::unordered_map<c10::OperatorName,
-                            std::optional<c10::OperatorHandle>>
+  // Per thread, like the metadata cache: every op on the device-kernel path
+  // asks, and a shared cache would need a lock on that path. The schema's
+  // address is the key: ATen's operators are never deregistered.
+  thread_local std::unordered_map<const c10::FunctionSchema*,
+                                  std::optional<c10::OperatorHandle>>
       cache;
-  const std::lock_guard<std::mutex> lock(mutex);
   const c10::OperatorName& name = op.operator_name();
-  auto cached = cache.find(name);
+  auto cached = cache.find(&op.schema());
   if (cached != cache.end()) {
     return cached->second;
   }
   std::optional<c10::OperatorHandle> found;
   if (outVariantMisbehaves(name)) {
-    cache.emplace(name, found);
+    cache.emplace(&op.schema(), found);
     return found;
   }
   for (const std::string& overload :
@@ -129,7 +130,7 @@ std::optional<c10::OperatorHandle> outVariantOf(const c10::OperatorHandle& op) {
       break;
     }
   }
-  cache.emplace(name, found);
+  cache.emplace(&op.schema(), found);
   return found;
 }
 

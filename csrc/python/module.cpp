@@ -13,6 +13,7 @@
 #include "../aten/cpu_fallback_policy.h"
 #include "../aten/debug_kernels.h"
 #include "../aten/kernel_results.h"
+#include "../aten/structured_op_routing.h"
 #include "../core/caching_allocator.h"
 #include "../core/device.h"
 #include "../core/generator.h"
@@ -163,6 +164,7 @@ void installInterpreterHooks() {
 PYBIND11_MODULE(_C, m) {
   using namespace mydev;
   m.doc() = "torch-mydev native extension";
+  routeStructuredOpsToDeviceKernelPath();
 
   py::class_<DeviceProperties>(m, "_DeviceProperties")
       .def_readonly("name", &DeviceProperties::name)
