@@ -229,9 +229,7 @@ def test_a_template_candidate_refuses_a_cpu_tensor_clearly():
     assert isinstance(request, MydevCppBenchmarkRequest)
     a, b, out = (torch.randn(m.sizes, device=D) for m in (*request.input_tensor_meta, request.output_tensor_meta))
     assert request.benchmark(a, b, out=out) > 0
-    with pytest.raises(
-        RuntimeError, match=r"^cpp_CppMicroGemm\w+: argument 2 is on cpu, expected a mydev tensor"
-    ):
+    with pytest.raises(RuntimeError, match=r"^cpp_CppMicroGemm\w+: argument 2 is on cpu, expected a mydev tensor"):
         request.make_run_fn(a, b.cpu(), out=out)()
     assert_device_still_usable()
 

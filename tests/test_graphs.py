@@ -532,8 +532,9 @@ def test_reduce_overhead_with_triton_kernels_captures_and_follows_inputs(caplog)
 
     w = torch.randn(8, 8, device="mydev")
     torch._dynamo.reset()
-    with mydev_config.patch(kernel_language="triton"), caplog.at_level(
-        logging.INFO, logger="inductor_backend.graph_policy"
+    with (
+        mydev_config.patch(kernel_language="triton"),
+        caplog.at_level(logging.INFO, logger="inductor_backend.graph_policy"),
     ):
         compiled = torch.compile(f, mode="reduce-overhead", dynamic=False)
         for _ in range(3):

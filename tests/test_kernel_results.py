@@ -99,7 +99,7 @@ def test_other_functional_only_ops_compute_in_place():
         lambda t: torch.var_mean(t, dim=1),
     ):
         fn(x)
-        result, counts = placement(lambda: fn(x))
+        result, counts = placement(lambda fn=fn: fn(x))
         assert counts["copied"] == 0 and counts["in_place"] >= 1, counts
         assert_close_to_cpu(result, fn(x.cpu()), rtol=1e-5, atol=1e-5)
 

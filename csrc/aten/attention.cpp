@@ -119,8 +119,8 @@ fusedAttention(const at::Tensor& query, const at::Tensor& key,
     output = inLayoutOf(flash_output, output);
     contiguous_logsumexp = inLayoutOf(logsumexp, contiguous_logsumexp);
   }
-  return {output, contiguous_logsumexp, at::Tensor(),
-          at::Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
+  return {output, contiguous_logsumexp, at::Tensor(), at::Tensor(),
+          c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
           // No dropout, so no Philox state to hand to backward.
           at::empty({}, options.dtype(at::kLong)),
           at::empty({}, options.dtype(at::kLong)), at::Tensor()};

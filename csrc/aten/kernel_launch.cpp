@@ -34,9 +34,8 @@ void retireClosure(ClosureBase* closure) {
   ClosureBase* head = retired.load(std::memory_order_relaxed);
   do {
     closure->next_retired = head;
-  } while (!retired.compare_exchange_weak(head, closure,
-                                          std::memory_order_release,
-                                          std::memory_order_relaxed));
+  } while (!retired.compare_exchange_weak(
+      head, closure, std::memory_order_release, std::memory_order_relaxed));
 }
 
 TakenClosures::~TakenClosures() {

@@ -41,8 +41,8 @@ bool outSchemaExtends(const c10::FunctionSchema& functional,
 // contiguous. Their functional overload runs instead, then one copy.
 bool outVariantMisbehaves(const c10::OperatorName& name) {
   static const std::unordered_set<std::string> misbehaving = {
-      "aten::mse_loss", "aten::binary_cross_entropy", "aten::huber_loss",
-      "aten::smooth_l1_loss",
+      "aten::mse_loss",     "aten::binary_cross_entropy",
+      "aten::huber_loss",   "aten::smooth_l1_loss",
       "aten::max_unpool2d", "aten::max_unpool3d"};
   return misbehaving.count(name.name) != 0;
 }

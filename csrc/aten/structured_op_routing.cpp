@@ -38,12 +38,11 @@ void routeStructuredOpsToDeviceKernelPath() {
   // mydev kernel of its own keeps it). Never destroyed: the routes last
   // until the process exits.
   static const torch::Library* const library = [] {
-    auto* routes = new torch::Library(torch::Library::IMPL, "aten",
-                                      c10::DispatchKey::PrivateUse1, __FILE__,
-                                      __LINE__);
+    auto* routes =
+        new torch::Library(torch::Library::IMPL, "aten",
+                           c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
-    for (const c10::OperatorName& name :
-         dispatcher.getAllOpNamesForDispatchKey(
+    for (const c10::OperatorName& name : dispatcher.getAllOpNamesForDispatchKey(
              c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
       const std::optional<c10::OperatorHandle> op = dispatcher.findOp(name);
       if (op.has_value() && routable(*op)) {

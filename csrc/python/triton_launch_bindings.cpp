@@ -99,8 +99,9 @@ void releasePythonKernel(void* user_data) {
 void launchPythonKernel(uintptr_t stream_handle, const std::string& name,
                         py::function body) {
   const mydevStream_t stream = launchStream(stream_handle);
-  auto kernel = std::make_unique<PythonKernel>(PythonKernel{
-      std::move(body), static_cast<c10::DeviceIndex>(streamDevice(stream_handle))});
+  auto kernel = std::make_unique<PythonKernel>(
+      PythonKernel{std::move(body),
+                   static_cast<c10::DeviceIndex>(streamDevice(stream_handle))});
   const char* kernel_name = internKernelName(name);
   mydevError_t status = mydevSuccess;
   {

@@ -303,10 +303,10 @@ void set_host_wait_hooks(mydevHostWaitBeginFn_t begin,
                          mydevHostWaitEndFn_t end) {
   // Installed once or twice per process (module import): the previous pair
   // stays allocated, as a waiting thread may still be using it.
-  host_wait_hooks.store(
-      begin != nullptr && end != nullptr ? new HostWaitHooks{begin, end}
-                                         : nullptr,
-      std::memory_order_release);
+  host_wait_hooks.store(begin != nullptr && end != nullptr
+                            ? new HostWaitHooks{begin, end}
+                            : nullptr,
+                        std::memory_order_release);
 }
 
 mydevError_t resolve_stream(mydevStream_t handle, Stream** out) {
