@@ -20,13 +20,23 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Budget, Timed, compare, format_value, no_sync, progress, run_benchmark, sync_devices  # noqa: E402
+from harness import (
+    Budget,
+    Timed,
+    compare,
+    format_value,
+    no_sync,
+    progress,
+    report_entry,
+    run_benchmark,
+    sync_devices,
+)  # noqa: E402
 
 CHAIN_KERNELS = 50
 
@@ -46,6 +56,25 @@ class Row:
         if self.us is None or self.baseline_us is None or self.us == 0:
             return None
         return self.baseline_us / self.us
+
+    @property
+    def verdict(self) -> str:
+        if self.error:
+            return "ERROR"
+        if self.target is None or self.speedup is None:
+            return ""
+        return "PASS" if self.speedup >= self.target else "MISS"
+
+    def to_json(self) -> Dict[str, Any]:
+        entry = report_entry(
+            f"{self.case}: {self.variant} speed-up over {self.baseline}",
+            self.speedup,
+            self.target,
+            "higher",
+            self.verdict,
+            f"{self.variant} against {self.baseline}, the same work",
+        )
+        return {**asdict(self), "speedup": self.speedup, "verdict": self.verdict, "report": [entry]}
 
 
 def _chain(x: torch.Tensor) -> torch.Tensor:
@@ -157,7 +186,7 @@ def render(rows: Sequence[Row]) -> str:
             continue
         speedup = row.speedup
         target = "" if row.target is None else f">={row.target:g}x"
-        verdict = "" if row.target is None or speedup is None else ("  met" if speedup >= row.target else "  MISSED")
+        verdict = {"PASS": "  met", "MISS": "  MISSED"}.get(row.verdict, "")
         lines.append(
             f"{row.case:<22} {row.variant:<22} {format_value(row.us):>10} {row.baseline:<12} "
             f"{format_value(row.baseline_us):>10} {format_value(speedup) + 'x':>9} {target:>7}{verdict}"
