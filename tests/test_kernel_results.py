@@ -104,6 +104,28 @@ def test_other_functional_only_ops_compute_in_place():
         assert_close_to_cpu(result, fn(x.cpu()), rtol=1e-5, atol=1e-5)
 
 
+def test_convolution_scratch_is_reused_across_calls_and_bounded():
+    # A channels-first 3x3 convolution's CPU kernel allocates several MiB of
+    # scratch per call (oneDNN's blocked layouts): inside device kernels it
+    # comes from the scratch cache from the second call on, results stay
+    # exact, and host threads' CPU convolutions do not use the cache.
+    x, w = inputs_on(D, (8, 64, 28, 28), (64, 64, 3, 3))
+    expected = F.conv2d(x.cpu(), w.cpu(), padding=1)
+    results = [F.conv2d(x, w, padding=1) for _ in range(4)]
+    torch.mydev.synchronize()
+    before = debug.kernel_scratch_stats()
+    results += [F.conv2d(x, w, padding=1) for _ in range(4)]
+    torch.mydev.synchronize()
+    after = debug.kernel_scratch_stats()
+    assert after["reuses"] >= before["reuses"] + 4, (before, after)
+    assert 0 < after["cached_bytes"] <= 256 << 20, after
+    for result in results:
+        assert_close_to_cpu(result, expected, exact=True)
+    for _ in range(3):
+        F.conv2d(x.cpu(), w.cpu(), padding=1)
+    assert debug.kernel_scratch_stats() == after
+
+
 def test_cpu_allocations_outside_device_kernels_are_not_redirected():
     # CPU convolutions on a host thread while the device runs convolutions
     # whose CPU allocations are redirected on the executor: the redirection

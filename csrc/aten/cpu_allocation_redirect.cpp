@@ -21,6 +21,8 @@
 // its output memory.
 #include "cpu_allocation_redirect.h"
 
+#include "kernel_scratch_cache.h"
+
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/macros/Macros.h>
@@ -85,7 +87,7 @@ void releaseHandedOut(void* address) { release(address); }
 c10::DeleterFnPtr g_wrapped_raw_deleter = nullptr;
 
 void rawDelete(void* address) {
-  if (!release(address)) {
+  if (!release(address) && !releaseKernelScratch(address)) {
     g_wrapped_raw_deleter(address);
   }
 }
@@ -104,7 +106,8 @@ class RedirectingCpuAllocator final : public c10::Allocator {
     if (void* memory = t_running->take(nbytes)) {
       return {memory, memory, &releaseHandedOut, c10::Device(c10::kCPU)};
     }
-    c10::DataPtr allocated = wrapped_->allocate(nbytes);
+    // Not an output: the CPU kernel's scratch.
+    c10::DataPtr allocated = allocateKernelScratch(*wrapped_, nbytes);
     t_running->record(nbytes, allocated.get());
     return allocated;
   }

@@ -13,6 +13,7 @@
 #include "../aten/cpu_fallback_policy.h"
 #include "../aten/debug_kernels.h"
 #include "../aten/kernel_results.h"
+#include "../aten/kernel_scratch_cache.h"
 #include "../aten/structured_op_routing.h"
 #include "../core/caching_allocator.h"
 #include "../core/device.h"
@@ -299,6 +300,10 @@ PYBIND11_MODULE(_C, m) {
     return std::make_pair(counts.in_place, counts.copied);
   });
   m.def("_reset_result_placement_counts", &resetResultPlacementCounts);
+  m.def("_kernel_scratch_stats", [] {
+    const KernelScratchStats stats = kernelScratchStats();
+    return std::make_pair(stats.cached_bytes, stats.reuses);
+  });
   m.def("_sleep", &sleepOnCurrentStream, py::arg("milliseconds"),
         py::call_guard<py::gil_scoped_release>());
   m.def("_fail_on_stream", &failOnCurrentStream, py::arg("message"));

@@ -101,3 +101,11 @@ def result_placement_counts() -> Dict[str, int]:
 
 def reset_result_placement_counts() -> None:
     _C._reset_result_placement_counts()
+
+
+def kernel_scratch_stats() -> Dict[str, int]:
+    """The host scratch that CPU kernels run by device kernels allocate
+    (csrc/aten/kernel_scratch_cache.h): ``cached_bytes`` kept for reuse (at
+    most 256 MiB), ``reuses`` allocations served from it so far."""
+    cached_bytes, reuses = _C._kernel_scratch_stats()
+    return {"cached_bytes": cached_bytes, "reuses": reuses}
