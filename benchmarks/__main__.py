@@ -3,6 +3,7 @@
     python -m benchmarks                      # every script, quick mode
     python -m benchmarks --full               # the long versions
     python -m benchmarks --only eager first_op --out /tmp/report
+    python -m benchmarks --busy 1 --beside /tmp/report/report.json --out /tmp/busy
 
 A benchmark script is any ``benchmarks/*.py`` whose name does not start with
 ``_`` and that has an ``if __name__ == "__main__":`` block (the convention of
@@ -11,18 +12,22 @@ benchmarks/README.md, "One report"); each runs in its own interpreter with
 ``--out`` (default ``benchmarks/results/``): ``report.md`` (one Markdown
 table of every ratio with its target and verdict), ``report.json``,
 ``report.png`` (ratios against targets), and each script's own table and
-JSON next to them.
+JSON next to them. ``--busy N`` runs N busy processes beside every script
+(a user's machine runs other work; the simulator's threads compete with it
+for the same cores), and ``--beside REPORT.json`` sets another run's ratios
+in a column next to this run's (the same rows with and without the load).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -71,12 +76,31 @@ def run_script(name: str, full: bool, out: str, timeout: float) -> List[Dict[str
     return entries
 
 
+BUSY_LOOP = "while True: pass"
+
+
+@contextlib.contextmanager
+def busy_processes(count: int) -> Iterator[None]:
+    """``count`` processes that each keep one core busy while the block runs."""
+    spinners = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--full", action="store_true", help="the long versions of every script")
     parser.add_argument("--only", nargs="+", metavar="SCRIPT", help="run only these scripts (names without .py)")
     parser.add_argument("--out", default=os.path.join(HERE, "results"), help="folder for the report")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per script (900 quick, 3600 full)")
+    parser.add_argument("--busy", type=int, default=0, metavar="N", help="run N busy processes beside every script")
+    parser.add_argument(
+        "--beside", metavar="REPORT_JSON", help="another run's report.json: its ratios in a column next to this run's"
+    )
     args = parser.parse_args()
     scripts = discover()
     if args.only:
@@ -88,20 +112,35 @@ def main() -> int:
     timeout = args.timeout or (3600.0 if args.full else 900.0)
     started = time.perf_counter()
     entries: List[Dict[str, Any]] = []
-    for name in scripts:
-        entries += run_script(name, args.full, args.out, timeout)
+    with busy_processes(args.busy):
+        for name in scripts:
+            entries += run_script(name, args.full, args.out, timeout)
     mode = "full" if args.full else "quick"
+    beside = None
+    if args.beside:
+        with open(args.beside) as handle:
+            other = json.load(handle)
+        other_busy = other.get("busy_processes", 0)
+        title = f"ratio with {other_busy} busy" if other_busy else "ratio idle"
+        beside = (title, report.ratios_by_row(other["ratios"]))
     load = [round(value, 2) for value in os.getloadavg()]
     header = (
         f"# Benchmark report ({mode})\n\n"
         f"Ratios are mydev / baseline, each measured in one run; `compared` says what each side runs. "
         f"Scripts: {', '.join(scripts)}. {time.perf_counter() - started:.0f} s, "
-        f"load average at the end {load}, {os.cpu_count()} cores."
+        f"load average at the end {load}, {os.cpu_count()} cores, "
+        f"{args.busy} busy process(es) beside the run (`ratio` column)."
     )
-    table = report.markdown(entries, header)
+    table = report.markdown(entries, header, beside)
     with open(os.path.join(args.out, "report.md"), "w") as handle:
         handle.write(table)
-    meta = {"mode": mode, "scripts": scripts, "load_average": load, "cpu_count": os.cpu_count()}
+    meta = {
+        "mode": mode,
+        "scripts": scripts,
+        "load_average": load,
+        "cpu_count": os.cpu_count(),
+        "busy_processes": args.busy,
+    }
     report.write_json(os.path.join(args.out, "report.json"), entries, meta)
     drawn_by = plot.write_png(os.path.join(args.out, "report.png"), entries, f"mydev benchmark ratios ({mode})")
     print(table)

@@ -13,7 +13,7 @@ report without more work.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 LABEL_KEYS = ("what", "name", "op", "model")
 DETAIL_KEYS = ("shape", "size")
@@ -82,24 +82,31 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(entries: Sequence[Dict[str, Any]], header: str) -> str:
-    """One table: a numbered line per ratio (the numbers label the plot)."""
+def ratios_by_row(entries: Sequence[Dict[str, Any]]) -> Dict[Tuple[str, str], Optional[float]]:
+    """An earlier report's ratios, keyed by (script, what), to set beside a new run's."""
+    return {(entry["script"], entry["what"]): entry.get("ratio") for entry in entries}
+
+
+def markdown(
+    entries: Sequence[Dict[str, Any]],
+    header: str,
+    beside: Optional[Tuple[str, Dict[Tuple[str, str], Optional[float]]]] = None,
+) -> str:
+    """One table: a numbered line per ratio (the numbers label the plot).
+    ``beside`` is (column title, ratios_by_row of another run): the same
+    rows measured in other conditions (idle against busy), in one more column."""
+    extra_title, extra = beside if beside else ("", {})
     lines = [
         header,
         "",
-        "| # | script | what | ratio | target | verdict | compared |",
-        "| ---: | --- | --- | ---: | --- | --- | --- |",
+        "| # | script | what | ratio |" + (f" {extra_title} |" if beside else "") + " target | verdict | compared |",
+        "| ---: | --- | --- | ---: |" + (" ---: |" if beside else "") + " --- | --- | --- |",
     ]
     for number, entry in enumerate(entries, 1):
-        cells = (
-            str(number),
-            entry["script"],
-            entry["what"],
-            _number(entry["ratio"]),
-            _target(entry),
-            entry["verdict"],
-            entry.get("compares", ""),
-        )
+        cells = [str(number), entry["script"], entry["what"], _number(entry["ratio"])]
+        if beside:
+            cells.append(_number(extra.get((entry["script"], entry["what"]))))
+        cells += [_target(entry), entry["verdict"], entry.get("compares", "")]
         lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
     verdicts = [entry["verdict"] for entry in entries]
     lines += [

@@ -32,3 +32,27 @@ def test_report_collects_the_graph_and_op_path_rows(tmp_path):
     graph_rows = [entry["what"] for entry in report["ratios"] if entry["script"] == "graphs"]
     assert any("replay" in what for what in graph_rows) and any("decode" in what for what in graph_rows), graph_rows
     assert (tmp_path / "report.md").is_file() and (tmp_path / "report.png").is_file()
+
+
+def test_busy_processes_run_beside_the_block_and_are_gone_after():
+    from benchmarks.__main__ import busy_processes
+
+    with busy_processes(2):
+        spinners = subprocess.run(["pgrep", "-f", "while True: pass"], capture_output=True, text=True).stdout.split()
+        assert len(spinners) >= 2, spinners
+    left = subprocess.run(["pgrep", "-f", "while True: pass"], capture_output=True, text=True).stdout.split()
+    assert not set(spinners) & set(left), (spinners, left)
+
+
+def test_report_sets_another_runs_ratios_beside_its_own():
+    from benchmarks import report
+
+    entries = [
+        {"script": "eager", "what": "conv2d", "ratio": 1.05, "target": 1.1, "better": "lower", "verdict": "PASS"},
+        {"script": "eager", "what": "new row", "ratio": 0.5, "target": None, "better": "lower", "verdict": "-"},
+    ]
+    idle = report.ratios_by_row([{**entries[0], "ratio": 0.97}])
+    table = report.markdown(entries, "# busy", ("ratio idle", idle))
+    assert "| # | script | what | ratio | ratio idle | target | verdict | compared |" in table
+    assert "| 1 | eager | conv2d | 1.05 | 0.97 | <= 1.1 | PASS |  |" in table
+    assert "| 2 | eager | new row | 0.5 | n/a | - | - |  |" in table
