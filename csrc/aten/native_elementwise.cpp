@@ -218,7 +218,14 @@ void run(const ElementwiseCall& call) {
       }
       break;  // true division of integers has a floating result: not here
     case Arithmetic::Neg:
-      return unaryLoop<T>(call, [](T x) { return T(U(0) - U(x)); });
+      // A float's sign flips (-0.0, NaN's sign bit); 0 - x would not.
+      return unaryLoop<T>(call, [](T x) {
+        if constexpr (std::is_floating_point_v<T>) {
+          return -x;
+        } else {
+          return T(U(0) - U(x));
+        }
+      });
     case Arithmetic::Relu:
       // ATen's clamp_min(self, 0): NaN and -0.0 pass through.
       return unaryLoop<T>(call, [](T x) { return x < T(0) ? T(0) : x; });
