@@ -30,10 +30,10 @@ def assert_bitwise_equal(actual, expected):
         assert torch.equal(actual.view(bits), expected.view(bits))
 
 
-def native_launches(fn):
-    """Runs ``fn`` and returns (its result, native kernels it launched)."""
+def native_launches(fn, *args):
+    """Runs ``fn(*args)`` and returns (its result, native kernels it launched)."""
     debug.reset_native_elementwise_launches()
-    result = fn()
+    result = fn(*args)
     return result, debug.native_elementwise_launches()
 
 
@@ -62,7 +62,7 @@ BINARY = {
 def test_binary_tensor_tensor(op, size, dtype):
     x, x_cpu = device_input(size, dtype, seed=1)
     y, y_cpu = device_input(size, dtype, seed=2, low=1, high=50)  # no division by 0
-    out, launches = native_launches(lambda: BINARY[op](x, y))
+    out, launches = native_launches(BINARY[op], x, y)
     assert_bitwise_equal(out, BINARY[op](x_cpu, y_cpu))
     # True division of integers has a floating result: ATen's kernel. An
     # empty result launches nothing.
@@ -79,10 +79,10 @@ def test_binary_with_a_python_scalar(op, size, dtype):
     x, x_cpu = device_input(size, dtype, seed=3)
     for scalar in (1.0001, 3.0, 7) if dtype.is_floating_point else (7, -3):
         for fn in (
-            lambda t: BINARY[op](t, scalar),
-            lambda t: BINARY[op](scalar, t.abs() + 1),  # reflected: 3.0 - x, 7 / x
+            lambda t, s=scalar: BINARY[op](t, s),
+            lambda t, s=scalar: BINARY[op](s, t.abs() + 1),  # reflected: 3.0 - x, 7 / x
         ):
-            out, launches = native_launches(lambda: fn(x))
+            out, launches = native_launches(fn, x)
             assert_bitwise_equal(out, fn(x_cpu))
             if dtype.is_floating_point or op != "div":
                 assert launches >= 1
@@ -97,7 +97,7 @@ def test_unary_ops_keep_special_values(dtype):
         special = torch.tensor([0, -1, 1, info.min, info.max], dtype=dtype)
     x = special.to("mydev")
     for fn in (torch.neg, torch.relu, lambda t: t.clone().neg_(), lambda t: t.clone().relu_()):
-        out, launches = native_launches(lambda: fn(x))
+        out, launches = native_launches(fn, x)
         assert_bitwise_equal(out, fn(special))
         assert launches == 1
 
@@ -106,7 +106,7 @@ def test_integer_overflow_wraps_as_on_the_cpu():
     for dtype in (torch.int32, torch.int64):
         big = torch.full((9,), torch.iinfo(dtype).max // 3, dtype=dtype, device="mydev")
         for fn in (lambda t: t * 5, lambda t: t + t * 4, lambda t: -(t * 7) - t, lambda t: t + 2**40):
-            out, launches = native_launches(lambda: fn(big))
+            out, launches = native_launches(fn, big)
             assert_bitwise_equal(out, fn(big.cpu()))
             assert launches >= 1
 
@@ -132,7 +132,7 @@ def test_in_place_and_out_forms_including_aliasing():
     ]
     for i, fn in enumerate(cases):
         out = torch.empty(4099, device="mydev")
-        result, launches = native_launches(lambda: fn(x, y, out))
+        result, launches = native_launches(fn, x, y, out)
         assert_bitwise_equal(result, fn(x_cpu, y_cpu, torch.empty(4099)))
         assert launches == 1, i
         if 4 <= i <= 8:  # the out= cases write the given tensor
@@ -151,7 +151,7 @@ def test_alpha_and_rounding_modes_stay_with_aten():
         (lambda a, b: torch.div(a, b, rounding_mode="floor"), 0),
         (lambda a, b: torch.div(a, b, rounding_mode="trunc"), 0),
     ):
-        out, launches = native_launches(lambda: fn(x, y))
+        out, launches = native_launches(fn, x, y)
         assert_bitwise_equal(out, fn(x_cpu, y_cpu))
         assert launches == native
 
@@ -171,7 +171,7 @@ def test_type_promotion_takes_aten_or_promotes_correctly():
         (lambda i, f, d: f * torch.tensor(2.5, dtype=torch.float64), 0),  # a 0-dim CPU tensor the user holds
         (lambda i, f, d: f * 1e300, 1),  # the scalar rounds to inf in float32
     ):
-        out, launches = native_launches(lambda: fn(xi, xf, xd))
+        out, launches = native_launches(fn, xi, xf, xd)
         assert_bitwise_equal(out, fn(xi_cpu, xf_cpu, xd_cpu))
         assert launches == native
 
@@ -193,7 +193,7 @@ def test_strided_broadcast_and_dense_layouts():
         # reaches mydev; the mul then qualifies.
         (lambda a, c: torch._neg_view(a) * 2.0, 1),
     ):
-        out, launches = native_launches(lambda: fn(base, other))
+        out, launches = native_launches(fn, base, other)
         assert_bitwise_equal(out, fn(b, o))
         assert launches == native
 

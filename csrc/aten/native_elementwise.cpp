@@ -104,7 +104,8 @@ bool matchesResult(const at::Tensor& t, const at::Tensor& result) {
   }
   // Device addresses compared as numbers, never dereferenced.
   const auto begin = reinterpret_cast<uintptr_t>(t.const_data_ptr());
-  const auto result_begin = reinterpret_cast<uintptr_t>(result.const_data_ptr());
+  const auto result_begin =
+      reinterpret_cast<uintptr_t>(result.const_data_ptr());
   const uintptr_t extent = result.numel() * result.element_size();
   return begin == result_begin || begin >= result_begin + extent ||
          result_begin >= begin + extent;
@@ -201,8 +202,8 @@ void unaryLoop(const ElementwiseCall& call, F f) {
 
 // The element operations are lambdas, not function pointers: a pointer
 // called per element was not inlined and the loop not vectorized (~8x
-// slower per replayed 4096-float kernel). Integers wrap on overflow as ATen's do in
-// practice, computed unsigned so that the wrap is defined behaviour.
+// slower per replayed 4096-float kernel). Integers wrap on overflow as ATen's
+// do in practice, computed unsigned so that the wrap is defined behaviour.
 template <typename T>
 void run(const ElementwiseCall& call) {
   using U = typename Unsigned<T>::type;
@@ -272,8 +273,7 @@ std::atomic<int64_t> launches{0};
 bool launchNativeElementwise(const c10::OperatorHandle& op,
                              c10::ArrayRef<c10::IValue> device_args,
                              const at::Tensor& result) {
-  const std::optional<Arithmetic> arithmetic =
-      arithmeticOf(op.operator_name());
+  const std::optional<Arithmetic> arithmetic = arithmeticOf(op.operator_name());
   if (!arithmetic.has_value() || !result.defined() ||
       !result.device().is_privateuseone() ||
       !supportedDtype(result.scalar_type()) ||
@@ -283,8 +283,8 @@ bool launchNativeElementwise(const c10::OperatorHandle& op,
       !result.is_non_overlapping_and_dense()) {
     return false;
   }
-  ElementwiseCall call{*arithmetic, result.scalar_type(), {}, {},
-                       result.data_ptr(), result.numel()};
+  ElementwiseCall call{*arithmetic, result.scalar_type(), {},
+                       {},          result.data_ptr(),    result.numel()};
   if (isUnary(*arithmetic)) {
     if (device_args.empty() || !device_args[0].isTensor() ||
         !matchesResult(device_args[0].toTensor(), result)) {
@@ -293,8 +293,8 @@ bool launchNativeElementwise(const c10::OperatorHandle& op,
     call.a = Operand{device_args[0].toTensor().const_data_ptr(), {}};
   } else {
     // add/sub: (self, other, alpha); mul/div: (self, other).
-    const bool has_alpha = *arithmetic == Arithmetic::Add ||
-                           *arithmetic == Arithmetic::Sub;
+    const bool has_alpha =
+        *arithmetic == Arithmetic::Add || *arithmetic == Arithmetic::Sub;
     if (device_args.size() < (has_alpha ? 3u : 2u) ||
         (has_alpha && !isOne(device_args[2]))) {
       return false;

@@ -302,8 +302,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_reset_result_placement_counts", &resetResultPlacementCounts);
   m.def("_native_elementwise_launches", &nativeElementwiseLaunches);
-  m.def("_reset_native_elementwise_launches",
-        &resetNativeElementwiseLaunches);
+  m.def("_reset_native_elementwise_launches", &resetNativeElementwiseLaunches);
   m.def("_kernel_scratch_stats", [] {
     const KernelScratchStats stats = kernelScratchStats();
     return std::make_pair(stats.cached_bytes, stats.reuses);
