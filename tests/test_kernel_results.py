@@ -95,7 +95,7 @@ def test_other_functional_only_ops_compute_in_place():
         lambda t: F.layer_norm(t, (6,)),
         lambda t: F.group_norm(t, 4),
         lambda t: t.flip(0),
-        lambda t: torch.relu(t),
+        lambda t: torch.relu(t[:, ::2]),  # strided: dense relu is a native kernel
         lambda t: torch.var_mean(t, dim=1),
     ):
         fn(x)

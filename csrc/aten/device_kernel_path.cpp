@@ -28,6 +28,7 @@
 #include "kernel_launch.h"
 #include "kernel_results.h"
 #include "meta_cache.h"
+#include "native_elementwise.h"
 #include "op_schema.h"
 
 namespace mydev {
@@ -375,6 +376,14 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
     for (auto& out : outputs.values) {
       stack->push_back(std::move(out));
     }
+    return;
+  }
+  // add, mul, ... over dense tensors of one dtype: the device's own kernels
+  // (native_elementwise.h), without ATen's per-call set-up.
+  if (outputs.values.size() == 1 && outputs.values[0].isTensor() &&
+      launchNativeElementwise(op, device_args, outputs.values[0].toTensor())) {
+    torch::jit::drop(*stack, n_args);
+    stack->push_back(std::move(outputs.values[0]));
     return;
   }
 

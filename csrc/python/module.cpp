@@ -14,6 +14,7 @@
 #include "../aten/debug_kernels.h"
 #include "../aten/kernel_results.h"
 #include "../aten/kernel_scratch_cache.h"
+#include "../aten/native_elementwise.h"
 #include "../aten/structured_op_routing.h"
 #include "../core/caching_allocator.h"
 #include "../core/device.h"
@@ -300,6 +301,8 @@ PYBIND11_MODULE(_C, m) {
     return std::make_pair(counts.in_place, counts.copied);
   });
   m.def("_reset_result_placement_counts", &resetResultPlacementCounts);
+  m.def("_native_elementwise_launches", &nativeElementwiseLaunches);
+  m.def("_reset_native_elementwise_launches", &resetNativeElementwiseLaunches);
   m.def("_kernel_scratch_stats", [] {
     const KernelScratchStats stats = kernelScratchStats();
     return std::make_pair(stats.cached_bytes, stats.reuses);

@@ -103,6 +103,18 @@ def reset_result_placement_counts() -> None:
     _C._reset_result_placement_counts()
 
 
+def native_elementwise_launches() -> int:
+    """How many calls since the last reset ran the device's own elementwise
+    kernels (add, sub, mul, div, neg, relu over dense tensors of one dtype;
+    csrc/aten/native_elementwise.h) instead of ATen's CPU kernels. Counted on
+    the host at launch: a graph replay does not count again."""
+    return _C._native_elementwise_launches()
+
+
+def reset_native_elementwise_launches() -> None:
+    _C._reset_native_elementwise_launches()
+
+
 def kernel_scratch_stats() -> Dict[str, int]:
     """The host scratch that CPU kernels run by device kernels allocate
     (csrc/aten/kernel_scratch_cache.h): ``cached_bytes`` kept for reuse (at
