@@ -773,12 +773,10 @@ void test_synchronize_wakeups() {
   CHECK_OK(mydevEventRecord(after_first, stream));
   CHECK_OK(launch(stream, "held_second", [second] { second.wait(); }));
   within(60, "two waiters", [&] {
-    auto event_waiter = std::async(std::launch::async, [&] {
-      return mydevEventSynchronize(after_first);
-    });
-    auto stream_waiter = std::async(std::launch::async, [&] {
-      return mydevStreamSynchronize(stream);
-    });
+    auto event_waiter = std::async(
+        std::launch::async, [&] { return mydevEventSynchronize(after_first); });
+    auto stream_waiter = std::async(
+        std::launch::async, [&] { return mydevStreamSynchronize(stream); });
     first_release.set_value();
     CHECK_OK(event_waiter.get());
     CHECK_STATUS(mydevStreamQuery(stream), mydevErrorNotReady);
