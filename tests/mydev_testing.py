@@ -6,10 +6,12 @@ import subprocess
 import sys
 import textwrap
 import threading
-from typing import Dict, List, Optional
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import device_ext  # noqa: F401  (registers mydev even with autoload off)
 import inductor_backend  # noqa: F401  (and torch.compile for it: its own entry point)
@@ -103,6 +105,44 @@ def assert_close_to_cpu(actual, expected, *, rtol=None, atol=None, device=None, 
         msg=(lambda m: f"{msg}: {m}") if msg else None,
     )
 
+
+@dataclass(frozen=True)
+class BenchmarkedConvolution:
+    """One convolution row of benchmarks/eager.py at test size (fewer
+    channels, smaller images): each takes another CPU algorithm on the device
+    (oneDNN direct, 1x1, depthwise, strided, transposed)."""
+
+    name: str
+    in_channels: int
+    out_channels: int
+    kernel_size: int
+    stride: int = 1
+    padding: int = 0
+    groups: int = 1
+    transposed: bool = False
+
+    @property
+    def weight_shape(self) -> Tuple[int, int, int, int]:
+        k = self.kernel_size
+        if self.transposed:
+            return (self.in_channels, self.out_channels // self.groups, k, k)
+        return (self.out_channels, self.in_channels // self.groups, k, k)
+
+    def input_shape(self, batch: int = 2, size: int = 14) -> Tuple[int, int, int, int]:
+        return (batch, self.in_channels, size, size)
+
+    def __call__(self, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor]) -> torch.Tensor:
+        conv = F.conv_transpose2d if self.transposed else F.conv2d
+        return conv(x, w, b, stride=self.stride, padding=self.padding, groups=self.groups)
+
+
+BENCHMARKED_CONVOLUTIONS = [
+    BenchmarkedConvolution("3x3", in_channels=16, out_channels=16, kernel_size=3, padding=1),
+    BenchmarkedConvolution("1x1", in_channels=16, out_channels=32, kernel_size=1),
+    BenchmarkedConvolution("depthwise", in_channels=16, out_channels=16, kernel_size=3, padding=1, groups=16),
+    BenchmarkedConvolution("strided", in_channels=16, out_channels=24, kernel_size=3, stride=2, padding=1),
+    BenchmarkedConvolution("transposed", in_channels=16, out_channels=8, kernel_size=2, stride=2, transposed=True),
+]
 
 # Compiles f once per inductor_backend.config patch, in order, in a new
 # process; prints per compile the FX graph cache's hits and misses, the

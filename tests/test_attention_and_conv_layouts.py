@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mydev_testing import assert_close_to_cpu, assert_device_still_usable
+from mydev_testing import BENCHMARKED_CONVOLUTIONS, assert_close_to_cpu, assert_device_still_usable
 
 D = "mydev"
 FUSED = "aten::_scaled_dot_product_fused_attention_overrideable"
@@ -177,30 +177,16 @@ def test_convolution_output_layout_and_gradients_match_cpu(input_format, weight_
     assert [t.stride() for t in dev] == [t.stride() for t in ref]
 
 
-# The convolution shapes of benchmarks/eager.py, small: each takes another
-# CPU algorithm (mkldnn, depthwise, 1x1, strided, transposed) on the device.
-CONVOLUTIONS = {
-    "3x3": (lambda x, w, b: F.conv2d(x, w, b, padding=1), (8, 8, 3, 3), 8),
-    "1x1": (lambda x, w, b: F.conv2d(x, w, b), (16, 8, 1, 1), 8),
-    "depthwise": (lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=8), (8, 1, 3, 3), 8),
-    "strided": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), (12, 8, 3, 3), 8),
-    "transposed": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2), (8, 4, 2, 2), 8),
-}
-
-
-@pytest.mark.parametrize("name", list(CONVOLUTIONS))
+@pytest.mark.parametrize("conv", BENCHMARKED_CONVOLUTIONS, ids=lambda conv: conv.name)
 @pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
-def test_benchmarked_convolutions_match_cpu_values_gradients_and_strides(name, memory_format):
-    conv, weight_shape, in_channels = CONVOLUTIONS[name]
-    out_channels = weight_shape[1] if name == "transposed" else weight_shape[0]
-
+def test_benchmarked_convolutions_match_cpu_values_gradients_and_strides(conv, memory_format):
     def run(device):
         # Made on the device itself (seeded generator there), then the same
         # values for the CPU.
         g = torch.Generator(device=D).manual_seed(0)
         tensors = [
             torch.randn(shape, device=D, generator=g)
-            for shape in ((2, in_channels, 10, 10), weight_shape, (out_channels,))
+            for shape in (conv.input_shape(size=10), conv.weight_shape, (conv.out_channels,))
         ]
         x, w, b = (t.to(device) for t in tensors)
         x = x.contiguous(memory_format=memory_format).requires_grad_()

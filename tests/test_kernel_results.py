@@ -16,7 +16,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mydev_testing import assert_close_to_cpu, assert_device_still_usable, run_python
+from mydev_testing import (
+    BENCHMARKED_CONVOLUTIONS,
+    assert_close_to_cpu,
+    assert_device_still_usable,
+    run_python,
+)
 
 D = "mydev"
 debug = torch.mydev._debug
@@ -39,20 +44,8 @@ def inputs_on(device, *shapes, seed=0):
     return [torch.randn(shape, device=D, generator=g).to(device) for shape in shapes]
 
 
-# The convolutions of benchmarks/eager.py (fewer channels, smaller images):
-# (function, weight shape, output channels).
-CONVOLUTIONS = {
-    "3x3": (lambda x, w, b: F.conv2d(x, w, b, padding=1), (16, 16, 3, 3), 16),
-    "1x1": (lambda x, w, b: F.conv2d(x, w, b), (32, 16, 1, 1), 32),
-    "depthwise": (lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=16), (16, 1, 3, 3), 16),
-    "strided": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), (24, 16, 3, 3), 24),
-    "transposed": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2), (16, 8, 2, 2), 8),
-}
-
-
-def conv_forward_backward(name, device, memory_format):
-    conv, weight_shape, out_channels = CONVOLUTIONS[name]
-    x, w, b = inputs_on(device, (2, 16, 14, 14), weight_shape, (out_channels,))
+def conv_forward_backward(conv, device, memory_format):
+    x, w, b = inputs_on(device, conv.input_shape(), conv.weight_shape, (conv.out_channels,))
     x = x.contiguous(memory_format=memory_format).requires_grad_()
     w = w.contiguous(memory_format=memory_format).requires_grad_()
     b.requires_grad_()
@@ -61,12 +54,12 @@ def conv_forward_backward(name, device, memory_format):
     return (out, *grads)
 
 
-@pytest.mark.parametrize("name", list(CONVOLUTIONS))
+@pytest.mark.parametrize("conv", BENCHMARKED_CONVOLUTIONS, ids=lambda conv: conv.name)
 @pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
-def test_convolution_forward_and_backward_compute_into_the_device_outputs(name, memory_format):
-    conv_forward_backward(name, D, memory_format)  # the first call teaches where results land
-    results, counts = placement(lambda: conv_forward_backward(name, D, memory_format))
-    reference = conv_forward_backward(name, "cpu", memory_format)
+def test_convolution_forward_and_backward_compute_into_the_device_outputs(conv, memory_format):
+    conv_forward_backward(conv, D, memory_format)  # the first call teaches where results land
+    results, counts = placement(lambda: conv_forward_backward(conv, D, memory_format))
+    reference = conv_forward_backward(conv, "cpu", memory_format)
     assert_close_to_cpu(results, reference, rtol=1e-4, atol=1e-4)
     assert [t.stride() for t in results] == [t.stride() for t in reference]
     # convolution, then convolution_backward's three gradients: none copied.

@@ -6,6 +6,7 @@ that the work queued behind it has not run, then releases it.
 """
 
 import contextlib
+import resource
 import threading
 import time
 
@@ -97,6 +98,29 @@ def test_sleep_queues_a_kernel_on_the_current_stream():
     assert side.query() is True
     with pytest.raises(RuntimeError, match=r"^_sleep: milliseconds must be >= 0, got -1$"):
         torch.mydev._sleep(-1)
+
+
+def test_synchronize_sleeps_until_its_work_is_done_not_once_per_kernel():
+    # A thread asleep in synchronize is woken by the work it waits for, not
+    # by every kernel before it: behind short convolutions each wake-up took
+    # a core from the kernels' own threads (csrc/runtime/stream.h, wake_at_).
+    # Counted as the waiting thread's voluntary context switches; the _sleep
+    # kernels only space the completions out.
+    kernels = 40
+    for _ in range(kernels):
+        torch.mydev._sleep(1)
+    switches = []
+
+    def wait():
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+        torch.mydev.synchronize()
+        switches.append(resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    thread.join()
+    assert torch.mydev.current_stream().query() is True
+    assert switches[0] < kernels // 4, switches
 
 
 def test_stream_query_false_while_busy_true_after():

@@ -208,13 +208,19 @@ void Stream::execute(const Task& task, uint64_t sequence) {
       task.record->release();
       break;
   }
-  // seq_cst pairs with the waiter's seq_cst increment of waiters_ in wait():
-  // either this load sees the waiter, or the waiter sees the new count.
+  // seq_cst pairs with the waiter's seq_cst store of wake_at_ in wait():
+  // either this load sees the waiter's target, or the waiter sees the new
+  // count and does not sleep.
   completed_.store(sequence, std::memory_order_seq_cst);
   busy_.store(false, std::memory_order_release);
-  if (waiters_.load(std::memory_order_seq_cst) > 0) {
-    // Taking the mutex orders this notify after the waiter went to sleep.
-    { std::lock_guard<std::mutex> lock(done_mutex_); }
+  // Only the task a sleeping waiter waits for wakes it (see wake_at_).
+  if (sequence >= wake_at_.load(std::memory_order_seq_cst)) {
+    // Under the mutex: the waiter is asleep (or has not yet checked), and
+    // waiters for later tasks lower wake_at_ again once woken.
+    {
+      std::lock_guard<std::mutex> lock(done_mutex_);
+      wake_at_.store(kNobodyWaits, std::memory_order_seq_cst);
+    }
     done_cv_.notify_all();
   }
 }
@@ -264,9 +270,14 @@ void Stream::wait(uint64_t sequence, bool spin) {
   const auto start = AdaptiveSpin::Clock::now();
   if (spin && done_spin_.spin(reached, start)) return;
   std::unique_lock<std::mutex> lock(done_mutex_);
-  waiters_.fetch_add(1, std::memory_order_seq_cst);
-  done_cv_.wait(lock, reached);
-  waiters_.fetch_sub(1, std::memory_order_relaxed);
+  while (!reached()) {
+    // Ask to be woken by this task, not by every task before it.
+    if (sequence < wake_at_.load(std::memory_order_relaxed)) {
+      wake_at_.store(sequence, std::memory_order_seq_cst);
+    }
+    if (reached()) break;
+    done_cv_.wait(lock);
+  }
   if (spin) done_spin_.record_wait(start);
 }
 

@@ -149,7 +149,14 @@ class Stream {
   // enqueueing threads write.
   alignas(64) std::atomic<uint64_t> completed_{0};
   std::atomic<bool> busy_{false};  // a task is in flight (for exit)
-  std::atomic<int> waiters_{0};    // threads asleep in wait()
+  // The first task whose completion a thread asleep in wait() waits for
+  // (kNobodyWaits: none). Waking the waiter after every task instead cost a
+  // synchronize behind N queued kernels N futex wake-ups, each taking a core
+  // from the kernels' OpenMP team: it showed on short convolutions (the
+  // depthwise row of benchmarks/eager.py). Lowered by waiters, reset by the
+  // executor when it wakes them; both under done_mutex_.
+  static constexpr uint64_t kNobodyWaits = UINT64_MAX;
+  std::atomic<uint64_t> wake_at_{kNobodyWaits};
   std::mutex done_mutex_;
   std::condition_variable done_cv_;
   AdaptiveSpin done_spin_;  // threads waiting for the stream's work

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -730,6 +731,62 @@ void test_streams_and_ordering() {
   CHECK_OK(mydevStreamDestroy(high));
 }
 
+// A thread asleep in a synchronize is woken by the task it waits for, not by
+// every task before it: behind many short kernels each wake-up would take a
+// core from the kernels themselves. Counted as the waiting thread's
+// voluntary context switches (each sleep ends in one).
+long voluntary_switches_of_this_thread() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return usage.ru_nvcsw;
+}
+
+void test_synchronize_wakeups() {
+  mydevStream_t stream = nullptr;
+  CHECK_OK(mydevStreamCreate(&stream, 0, 0));
+  constexpr int kKernels = 100;
+  std::atomic<int> ran{0};
+  for (int i = 0; i < kKernels; ++i) {
+    // Long enough for the waiter to go back to sleep between two kernels.
+    CHECK_OK(launch(stream, "short", [&] {
+      sleep_ms(1);
+      ++ran;
+    }));
+  }
+  long switches = 0;
+  within(60, "synchronize behind short kernels", [&] {
+    const long before = voluntary_switches_of_this_thread();
+    CHECK_OK(mydevStreamSynchronize(stream));
+    switches = voluntary_switches_of_this_thread() - before;
+  });
+  CHECK(ran == kKernels);
+  CHECK(switches < kKernels / 4);
+
+  // Two waiters with different targets: the one waiting for an earlier task
+  // returns while a later one still runs, the other once everything ran.
+  std::promise<void> first_release, second_release;
+  std::shared_future<void> first = first_release.get_future().share();
+  std::shared_future<void> second = second_release.get_future().share();
+  mydevEvent_t after_first = nullptr;
+  CHECK_OK(mydevEventCreate(&after_first, mydevEventBlockingSync));
+  CHECK_OK(launch(stream, "held_first", [first] { first.wait(); }));
+  CHECK_OK(mydevEventRecord(after_first, stream));
+  CHECK_OK(launch(stream, "held_second", [second] { second.wait(); }));
+  within(60, "two waiters", [&] {
+    auto event_waiter = std::async(
+        std::launch::async, [&] { return mydevEventSynchronize(after_first); });
+    auto stream_waiter = std::async(
+        std::launch::async, [&] { return mydevStreamSynchronize(stream); });
+    first_release.set_value();
+    CHECK_OK(event_waiter.get());
+    CHECK_STATUS(mydevStreamQuery(stream), mydevErrorNotReady);
+    second_release.set_value();
+    CHECK_OK(stream_waiter.get());
+  });
+  CHECK_OK(mydevEventDestroy(after_first));
+  CHECK_OK(mydevStreamDestroy(stream));
+}
+
 void test_events() {
   mydevStream_t stream = nullptr;
   mydevStream_t idle = nullptr;
@@ -1329,6 +1386,7 @@ int main(int argc, char** argv) {
       {"address space", test_address_space},
       {"virtual memory", test_virtual_memory},
       {"streams and ordering", test_streams_and_ordering},
+      {"synchronize wake-ups", test_synchronize_wakeups},
       {"events", test_events},
       {"wait event across streams", test_wait_event_across_streams},
       {"kernel failure", test_kernel_failure},
