@@ -19,7 +19,13 @@ import torch
 
 from mydev_testing import assert_close_to_cpu, assert_device_still_usable, hold_stream, run_python
 
-ROUTED = ["aten::sum.dim_IntList", "aten::threshold_backward", "aten::amax", "aten::linalg_vector_norm", "aten::index.Tensor"]
+ROUTED = [
+    "aten::sum.dim_IntList",
+    "aten::threshold_backward",
+    "aten::amax",
+    "aten::linalg_vector_norm",
+    "aten::index.Tensor",
+]
 
 
 @pytest.mark.parametrize("op", ROUTED)

@@ -31,13 +31,13 @@ c10::Storage hostStorageOver(const c10::StorageImpl& device_storage) {
   if (!entry.storage || entry.device_address != address ||
       entry.nbytes != nbytes) {
     // A non-owning DataPtr: the device tensor keeps the memory alive.
-    entry = {address, nbytes,
-             c10::Storage(c10::Storage::use_byte_size_t(), nbytes,
-                          c10::DataPtr(mydevKernelPointer(address),
-                                       const_cast<void*>(address),
-                                       &keepDeviceAddress,
-                                       c10::Device(c10::kCPU)),
-                          /*allocator=*/nullptr, /*resizable=*/false)};
+    entry = {
+        address, nbytes,
+        c10::Storage(c10::Storage::use_byte_size_t(), nbytes,
+                     c10::DataPtr(mydevKernelPointer(address),
+                                  const_cast<void*>(address),
+                                  &keepDeviceAddress, c10::Device(c10::kCPU)),
+                     /*allocator=*/nullptr, /*resizable=*/false)};
   }
   return entry.storage;
 }
@@ -45,8 +45,10 @@ c10::Storage hostStorageOver(const c10::StorageImpl& device_storage) {
 }  // namespace
 
 at::Tensor hostView(const at::Tensor& device_tensor) {
-  c10::Storage host_storage = hostStorageOver(
-      *device_tensor.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl());
+  c10::Storage host_storage =
+      hostStorageOver(*device_tensor.unsafeGetTensorImpl()
+                           ->unsafe_storage()
+                           .unsafeGetStorageImpl());
   auto view = at::detail::make_tensor<c10::TensorImpl>(
       std::move(host_storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
       device_tensor.dtype());
@@ -91,10 +93,11 @@ size_t layoutHash(const at::Tensor& t, const void* address) {
 at::Tensor sharedHostView(const at::Tensor& device_tensor) {
   constexpr size_t kEntries = 128;  // a power of two
   thread_local at::Tensor recent[kEntries];
-  const c10::StorageImpl& device_storage =
-      *device_tensor.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
-  at::Tensor& entry = recent[layoutHash(device_tensor, device_storage.data()) &
-                             (kEntries - 1)];
+  const c10::StorageImpl& device_storage = *device_tensor.unsafeGetTensorImpl()
+                                                ->unsafe_storage()
+                                                .unsafeGetStorageImpl();
+  at::Tensor& entry =
+      recent[layoutHash(device_tensor, device_storage.data()) & (kEntries - 1)];
   if (!entry.defined() || !sameView(entry, device_tensor, device_storage)) {
     entry = hostView(device_tensor);
   }
