@@ -128,7 +128,7 @@ struct RandomDraws {
 // them so); they stay absent.
 c10::IValue hostViewsOf(const c10::IValue& value) {
   return mapTensors(value, [](const at::Tensor& t) {
-    return t.defined() && t.device().is_privateuseone() ? hostView(t) : t;
+    return t.defined() && t.device().is_privateuseone() ? sharedHostView(t) : t;
   });
 }
 

@@ -8,13 +8,16 @@
 #include <ATen/ops/add_meta_dispatch.h>
 #include <ATen/ops/addcmul_meta_dispatch.h>
 #include <ATen/ops/addmm_meta_dispatch.h>
+#include <ATen/ops/amax_meta_dispatch.h>
 #include <ATen/ops/bmm_meta_dispatch.h>
 #include <ATen/ops/clamp_min_meta_dispatch.h>
 #include <ATen/ops/div_meta_dispatch.h>
 #include <ATen/ops/exp_meta_dispatch.h>
 #include <ATen/ops/fill_meta_dispatch.h>
 #include <ATen/ops/gelu_meta_dispatch.h>
+#include <ATen/ops/index_meta_dispatch.h>
 #include <ATen/ops/lerp_meta_dispatch.h>
+#include <ATen/ops/linalg_vector_norm_meta_dispatch.h>
 #include <ATen/ops/mean_meta_dispatch.h>
 #include <ATen/ops/mm_meta_dispatch.h>
 #include <ATen/ops/mul_meta_dispatch.h>
@@ -59,6 +62,11 @@ using AddMmInPlace = Tensor&(Tensor&, const Tensor&, const Tensor&,
 using Reduction = Tensor(const Tensor&, at::OptionalIntArrayRef, bool,
                          std::optional<at::ScalarType>);
 using Softmax = Tensor(const Tensor&, int64_t, bool);
+using Amax = Tensor(const Tensor&, at::IntArrayRef, bool);
+using VectorNorm = Tensor(const Tensor&, const Scalar&, at::OptionalIntArrayRef,
+                          bool, std::optional<at::ScalarType>);
+using Indices = c10::List<std::optional<Tensor>>;
+using Index = Tensor(const Tensor&, const Indices&);
 using Gelu = Tensor(const Tensor&, c10::string_view);
 using PowScalar = Tensor(const Tensor&, const Scalar&);
 // out= overloads, arguments in schema order (at::meta::*_outf).
@@ -73,6 +81,11 @@ using AddMmOut = Tensor&(const Tensor&, const Tensor&, const Tensor&,
 using ReductionOut = Tensor&(const Tensor&, at::OptionalIntArrayRef, bool,
                              std::optional<at::ScalarType>, Tensor&);
 using SoftmaxOut = Tensor&(const Tensor&, int64_t, bool, Tensor&);
+using AmaxOut = Tensor&(const Tensor&, at::IntArrayRef, bool, Tensor&);
+using VectorNormOut = Tensor&(const Tensor&, const Scalar&,
+                              at::OptionalIntArrayRef, bool,
+                              std::optional<at::ScalarType>, Tensor&);
+using IndexOut = Tensor&(const Tensor&, const Indices&, Tensor&);
 using GeluOut = Tensor&(const Tensor&, c10::string_view, Tensor&);
 using PowScalarOut = Tensor&(const Tensor&, const Scalar&, Tensor&);
 using SoftmaxBackwardOut = Tensor&(const Tensor&, const Tensor&, int64_t,
@@ -95,6 +108,30 @@ Tensor reluMeta(const Tensor& self) {
   return at::meta::clamp_min(self, 0);
 }
 
+// Boolean and byte indices select by the data (x[mask]): the Meta kernel
+// would run nonzero on a meta tensor. Refused here, so that the device-kernel
+// path computes the op synchronously, as it does other data-dependent shapes.
+void checkIndicesKeepShapeOffData(const Indices& indices) {
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const std::optional<Tensor> index = indices.get(i);
+    TORCH_CHECK(!index.has_value() || !index->defined() ||
+                    (index->scalar_type() != at::kBool &&
+                     index->scalar_type() != at::kByte),
+                "aten::index: the shape of a boolean index's result depends "
+                "on the data");
+  }
+}
+
+Tensor indexMeta(const Tensor& self, const Indices& indices) {
+  checkIndicesKeepShapeOffData(indices);
+  return at::meta::index(self, indices);
+}
+
+Tensor& indexOutMeta(const Tensor& self, const Indices& indices, Tensor& out) {
+  checkIndicesKeepShapeOffData(indices);
+  return at::meta::index_outf(self, indices, out);
+}
+
 template <class Signature, Signature* kernel>
 c10::KernelFunction boxed() {
   return c10::KernelFunction::makeFromUnboxedFunction(
@@ -102,8 +139,9 @@ c10::KernelFunction boxed() {
 }
 
 // The first ops of programs: factories' fills, elementwise arithmetic,
-// Linear (addmm, mm), reductions, softmax, activations, cross-entropy, the
-// backward ops of these, and the optimizers' in-place updates.
+// Linear (addmm, mm), reductions and norms, indexing by tensors, softmax,
+// activations, cross-entropy, the backward ops of these, and the optimizers'
+// in-place updates.
 // Ops missing here keep working through the dispatcher's (Python) kernel.
 // On mydev the functional and in-place forms of structured ops run ATen's
 // generic structured kernel, which calls the out= overload on the device:
@@ -138,6 +176,10 @@ nativeMetaKernels() {
           {{"aten::addmm_", ""}, boxed<AddMmInPlace, &at::meta::addmm_>()},
           {{"aten::sum", "dim_IntList"}, boxed<Reduction, &at::meta::sum>()},
           {{"aten::mean", "dim"}, boxed<Reduction, &at::meta::mean>()},
+          {{"aten::amax", ""}, boxed<Amax, &at::meta::amax>()},
+          {{"aten::linalg_vector_norm", ""},
+           boxed<VectorNorm, &at::meta::linalg_vector_norm>()},
+          {{"aten::index", "Tensor"}, boxed<Index, &indexMeta>()},
           {{"aten::_softmax", ""}, boxed<Softmax, &at::meta::_softmax>()},
           {{"aten::_log_softmax", ""},
            boxed<Softmax, &at::meta::_log_softmax>()},
@@ -169,6 +211,10 @@ nativeMetaKernels() {
           {{"aten::sum", "IntList_out"},
            boxed<ReductionOut, &at::meta::sum_outf>()},
           {{"aten::mean", "out"}, boxed<ReductionOut, &at::meta::mean_outf>()},
+          {{"aten::amax", "out"}, boxed<AmaxOut, &at::meta::amax_outf>()},
+          {{"aten::linalg_vector_norm", "out"},
+           boxed<VectorNormOut, &at::meta::linalg_vector_norm_outf>()},
+          {{"aten::index", "Tensor_out"}, boxed<IndexOut, &indexOutMeta>()},
           {{"aten::_softmax", "out"},
            boxed<SoftmaxOut, &at::meta::_softmax_outf>()},
           {{"aten::_log_softmax", "out"},

@@ -3,6 +3,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace mydev {
 namespace {
@@ -45,6 +46,54 @@ bool outVariantMisbehaves(const c10::OperatorName& name) {
       "aten::huber_loss",   "aten::smooth_l1_loss",
       "aten::max_unpool2d", "aten::max_unpool3d"};
   return misbehaving.count(name.name) != 0;
+}
+
+// The overload names of every operator, by operator name: the dispatcher
+// finds an op by its full name only. Built once (ATen registers all its
+// operators when libtorch loads, before any lookup here).
+const std::unordered_map<std::string, std::vector<std::string>>&
+overloadsByName() {
+  static const auto* const index = [] {
+    auto* built =
+        new std::unordered_map<std::string, std::vector<std::string>>();
+    for (const c10::OperatorName& name :
+         c10::Dispatcher::singleton().getAllOpNames()) {
+      (*built)[name.name].push_back(name.overload_name);
+    }
+    return built;
+  }();
+  return *index;
+}
+
+// A structured op's functional form runs its out= kernel (ATen's generic
+// CompositeExplicitAutogradNonFunctional kernel calls it), whatever that
+// overload's name: sum.dim_IntList writes through sum.IntList_out,
+// threshold_backward through threshold_backward.grad_input. The naming
+// conventions miss those; the schema finds them.
+bool isStructuredFunctional(const c10::OperatorHandle& op) {
+  return op.hasKernelForDispatchKey(
+      c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+}
+
+std::optional<c10::OperatorHandle> outOverloadBySchema(
+    const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.operator_name();
+  const auto overloads = overloadsByName().find(name.name);
+  if (overloads == overloadsByName().end()) {
+    return std::nullopt;
+  }
+  for (const std::string& overload : overloads->second) {
+    if (overload == name.overload_name) {
+      continue;
+    }
+    auto candidate =
+        c10::Dispatcher::singleton().findSchema({name.name, overload});
+    if (candidate.has_value() &&
+        outSchemaExtends(op.schema(), candidate->schema())) {
+      return candidate;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -129,6 +178,9 @@ std::optional<c10::OperatorHandle> outVariantOf(const c10::OperatorHandle& op) {
       found = candidate;
       break;
     }
+  }
+  if (!found.has_value() && isStructuredFunctional(op)) {
+    found = outOverloadBySchema(op);
   }
   cache.emplace(&op.schema(), found);
   return found;

@@ -30,6 +30,8 @@ std::optional<size_t> aliasedArgument(const c10::FunctionSchema& schema,
 
 // The out= overload of a functional op (aten::add.Tensor -> aten::add.out),
 // when its schema is the functional one plus one out argument per return.
+// A structured op's is found by schema whatever its name
+// (aten::sum.dim_IntList -> aten::sum.IntList_out).
 std::optional<c10::OperatorHandle> outVariantOf(const c10::OperatorHandle& op);
 
 }  // namespace mydev
