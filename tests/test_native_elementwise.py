@@ -212,10 +212,15 @@ def test_bad_input_raises_the_cpu_errors():
     assert _error_of(lambda: x + y) == _error_of(lambda: x.cpu() + y.cpu())
     assert _error_of(lambda: x.mul_(y)) == _error_of(lambda: x.cpu().mul_(y.cpu()))
     # An output partly overlapping an input is not the native kernels' case
-    # (they walk both front to back): ATen's kernel computes it as before.
+    # (they walk both front to back): ATen's kernel sees the overlap through
+    # the shared host storage and refuses it as on the CPU, reported at the
+    # next synchronize like any kernel error.
     z = torch.randn(8, device="mydev")
-    _, launches = native_launches(lambda: torch.add(z[:-1], 1.0, out=z[1:]))
+    z_cpu = z.cpu()
+    (type_, message), launches = native_launches(_error_of, lambda: torch.add(z[:-1], 1.0, out=z[1:]))
     assert launches == 0
+    cpu_type, cpu_message = _error_of(lambda: torch.add(z_cpu[:-1], 1.0, out=z_cpu[1:]))
+    assert type_ is cpu_type and message.startswith(cpu_message) and "raised asynchronously" in message
     host = torch.randn(3)
     type_, message = _error_of(lambda: x * host)
     assert type_ is RuntimeError and "Expected all tensors to be on the same device" in message
