@@ -27,6 +27,7 @@
 #include "ivalue_tensors.h"
 #include "kernel_launch.h"
 #include "kernel_results.h"
+#include "matrix_vector_product.h"
 #include "meta_cache.h"
 #include "op_schema.h"
 
@@ -375,6 +376,15 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
     for (auto& out : outputs.values) {
       stack->push_back(std::move(out));
     }
+    return;
+  }
+  // A product with one row (a decode step's Linear): the device's own
+  // matrix-vector kernel (matrix_vector_product.h).
+  if (outputs.values.size() == 1 && outputs.values[0].isTensor() &&
+      launchMatrixVectorProduct(op, device_args,
+                                outputs.values[0].toTensor())) {
+    torch::jit::drop(*stack, n_args);
+    stack->push_back(std::move(outputs.values[0]));
     return;
   }
 
