@@ -53,8 +53,12 @@ def _static_copy(x: Any) -> Any:
 
 class _Recorded:
     def __init__(self, model: Callable, inputs: List[Any], static_idxs: frozenset, pool):
-        self.static_idxs = static_idxs
         self.inputs = [x if i in static_idxs else _static_copy(x) for i, x in enumerate(inputs)]
+        # What a replay checks and copies, found once: a decode step has a
+        # few inputs to copy among dozens of parameters and buffers.
+        self.copied_idxs = [i for i, x in enumerate(inputs) if i not in static_idxs and isinstance(x, torch.Tensor)]
+        self.static_idxs = sorted(static_idxs)
+        self.static_data_ptrs = [inputs[i].data_ptr() for i in self.static_idxs]
         side = torch.mydev.Stream()
         side.wait_stream(torch.mydev.current_stream())
         with torch.mydev.stream(side):
@@ -64,9 +68,15 @@ class _Recorded:
         with torch.mydev.graph(self.graph, pool=pool, stream=side):
             self.outputs = model(list(self.inputs))
 
+    def static_inputs_unmoved(self, inputs: List[Any]) -> bool:
+        # A static input that moved (a reassigned parameter) needs another
+        # graph: the captured kernels read the old address.
+        return [inputs[i].data_ptr() for i in self.static_idxs] == self.static_data_ptrs
+
     def run(self, inputs: List[Any]) -> List[Any]:
-        for i, (static, live) in enumerate(zip(self.inputs, inputs)):
-            if i not in self.static_idxs and isinstance(live, torch.Tensor) and live.data_ptr() != static.data_ptr():
+        for i in self.copied_idxs:
+            static, live = self.inputs[i], inputs[i]
+            if live.data_ptr() != static.data_ptr():
                 static.copy_(live)
         self.graph.replay()
         return [o.clone() if isinstance(o, torch.Tensor) else o for o in self.outputs]
@@ -107,20 +117,23 @@ class MydevGraphPolicy(CUDAGraphPolicy):
         # policy clones outputs out of it, so a backward copies every input.
         static_idxs = frozenset() if kwargs.get("is_backward") else frozenset(static_input_idxs)
         pool = torch.mydev.graph_pool_handle()
-        recorded: Dict[Tuple[Any, ...], _Recorded] = {}
+        # Graphs by the signature of the inputs that are copied (parameters
+        # and buffers keep theirs: Dynamo guards their metadata), each with
+        # the addresses of the static inputs it read.
+        copied_idxs = [i for i in range(len(example_inputs)) if i not in static_idxs]
+        recorded: Dict[Tuple[Any, ...], List[_Recorded]] = {}
 
         def run(inputs: List[Any]) -> List[Any]:
-            # A static input that moved (a reassigned parameter) needs a new
-            # graph: the captured kernels read the old address.
-            key = _signature(inputs) + tuple(inputs[i].data_ptr() for i in sorted(static_idxs))
-            entry = recorded.get(key)
+            key = _signature([inputs[i] for i in copied_idxs])
+            graphs = recorded.setdefault(key, [])
+            entry = next((g for g in graphs if g.static_inputs_unmoved(inputs)), None)
             if entry is None:
                 log.info("recording a %s graph for input signature %s", DEVICE_NAME, key)
                 with torch.mydev.device(device_index):
-                    entry = recorded[key] = _Recorded(model, list(inputs), static_idxs, pool)
+                    entry = _Recorded(model, list(inputs), static_idxs, pool)
+                graphs.append(entry)
             outputs = entry.run(inputs)
             inputs.clear()
             return outputs
 
-        run._mydev_recorded = recorded  # for tests: how many graphs were recorded
         return run

@@ -76,11 +76,13 @@ def test_fused_attention_in_reduced_precision(dtype):
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("q_len", [1, 4])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_short_query_attention_matches_cpu(q_len, is_causal, layout, dtype):
+@pytest.mark.parametrize("head_dim", [16, 33])
+def test_short_query_attention_matches_cpu(q_len, is_causal, layout, dtype, head_dim):
     # A decode step's few query positions against a longer key/value cache
     # take mydev's short-query kernel; the backward is the flash one, fed
-    # with that kernel's output and logsumexp.
-    cpu = qkv(q_len=q_len, kv_len=40, head_dim=16, layout=layout, dtype=dtype)
+    # with that kernel's output and logsumexp. float32 heads take vector
+    # loops (head_dim 33: a partial vector at the end of each row).
+    cpu = qkv(q_len=q_len, kv_len=40, head_dim=head_dim, layout=layout, dtype=dtype)
     ops, (out, grads) = ops_run(lambda: forward_backward(*(t.to(D) for t in cpu), is_causal=is_causal))
     assert FUSED in ops and FUSED_BACKWARD in ops and MATH not in ops
     ref_out, ref_grads = forward_backward(*cpu, is_causal=is_causal)

@@ -485,6 +485,50 @@ def test_reduce_overhead_training_step_matches_cpu():
     torch.testing.assert_close(model[0].weight.detach().cpu(), cpu[0].weight.detach(), rtol=1e-4, atol=1e-5)
 
 
+class _DecodeStep(torch.nn.Module):
+    """One token through a one-row Linear into a KV cache, then attention over
+    the cache: what a decode step replays."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(32, 32, bias=False)
+        self.register_buffer("cache", torch.zeros(1, 2, 8, 16))
+
+    def forward(self, x, pos):
+        k = self.proj(x).view(1, 1, 2, 16).transpose(1, 2)
+        self.cache.index_copy_(2, pos, k)
+        return torch.nn.functional.scaled_dot_product_attention(k, self.cache, self.cache).reshape(1, 1, 32)
+
+
+def test_reduce_overhead_decode_step_follows_its_cache_and_a_moved_parameter(caplog):
+    import logging
+
+    torch.manual_seed(0)
+    cpu = _DecodeStep()
+    model = _DecodeStep().to("mydev")
+    model.load_state_dict(cpu.state_dict())
+    compiled = torch.compile(model, mode="reduce-overhead")
+
+    def step(pos):
+        x = torch.randn(1, 1, 32)
+        out = compiled(x.to("mydev"), torch.tensor([pos], device="mydev"))
+        torch.testing.assert_close(out.cpu(), cpu(x, torch.tensor([pos])), rtol=1e-5, atol=1e-5)
+
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="inductor_backend.graph_policy"):
+        for pos in range(4):
+            step(pos)
+        assert sum("recording a mydev graph" in r.message for r in caplog.records) == 1
+        # The captured kernels read the weight's old address: a parameter
+        # given new storage records a new graph.
+        weight = torch.randn(32, 32)
+        model.proj.weight.data = weight.to("mydev")
+        cpu.proj.weight.data = weight
+        for pos in range(4, 6):
+            step(pos)
+        assert sum("recording a mydev graph" in r.message for r in caplog.records) == 2
+    torch.testing.assert_close(model.cache.cpu(), cpu.cache, rtol=1e-5, atol=1e-5)
+
+
 @needs_triton
 def test_triton_kernel_is_captured_and_replays_with_current_data():
     n, block = 100, 32

@@ -152,6 +152,22 @@ def test_same_bytes_as_another_dtype():
     assert_close_to_cpu(x + 0, x.cpu(), exact=True)
 
 
+def test_empty_tensors_are_not_one_tensor_to_the_kernels():
+    # Empty tensors share an address, and often a layout: shared host views
+    # made them one tensor to ATen, whose overlap checks then refused a
+    # stack of two and whose linalg_qr resized its input with its empty Q.
+    a, b = torch.empty(0, 1, 0, device="mydev"), torch.empty(0, 1, 0, device="mydev")
+    _assert_same_as_cpu(torch.stack([a, b]), torch.stack([a.cpu(), b.cpu()]))
+    empty = torch.empty(0, 5, 0, device="mydev")
+    for actual, reference in zip(torch.linalg.qr(empty), torch.linalg.qr(empty.cpu())):
+        _assert_same_as_cpu(actual, reference)
+    values = torch.randn(3, 5, device="mydev")
+    nothing = torch.zeros(3, 5, dtype=torch.bool, device="mydev")
+    _assert_same_as_cpu(values[nothing], values.cpu()[nothing.cpu()])
+    torch.mydev.synchronize()
+    assert_device_still_usable()
+
+
 CHAIN_SCRIPT = """
 import json, sys
 import torch

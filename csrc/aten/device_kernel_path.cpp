@@ -27,6 +27,7 @@
 #include "ivalue_tensors.h"
 #include "kernel_launch.h"
 #include "kernel_results.h"
+#include "matrix_vector_product.h"
 #include "meta_cache.h"
 #include "native_elementwise.h"
 #include "op_schema.h"
@@ -378,10 +379,13 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
     }
     return;
   }
-  // add, mul, ... over dense tensors of one dtype: the device's own kernels
-  // (native_elementwise.h), without ATen's per-call set-up.
+  // The device's own kernels, without ATen's per-call set-up: add, mul, ...
+  // over dense tensors of one dtype (native_elementwise.h), and products
+  // with one row, a decode step's Linear (matrix_vector_product.h).
   if (outputs.values.size() == 1 && outputs.values[0].isTensor() &&
-      launchNativeElementwise(op, device_args, outputs.values[0].toTensor())) {
+      (launchNativeElementwise(op, device_args, outputs.values[0].toTensor()) ||
+       launchMatrixVectorProduct(op, device_args,
+                                 outputs.values[0].toTensor()))) {
     torch::jit::drop(*stack, n_args);
     stack->push_back(std::move(outputs.values[0]));
     return;

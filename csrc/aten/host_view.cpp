@@ -11,6 +11,15 @@ namespace {
 // DataPtr context; the view owns nothing, so there is nothing to delete.
 void keepDeviceAddress(void* /*device_address*/) {}
 
+// A non-owning DataPtr: the device tensor keeps the memory alive.
+c10::Storage makeHostStorage(const void* address, size_t nbytes) {
+  return c10::Storage(
+      c10::Storage::use_byte_size_t(), nbytes,
+      c10::DataPtr(mydevKernelPointer(address), const_cast<void*>(address),
+                   &keepDeviceAddress, c10::Device(c10::kCPU)),
+      /*allocator=*/nullptr, /*resizable=*/false);
+}
+
 // The host storage over a device storage's bytes. Host storages own
 // nothing and are never resized, so one serves every view of the same bytes
 // (same device address and size), whichever device storage they came from;
@@ -26,18 +35,15 @@ c10::Storage hostStorageOver(const c10::StorageImpl& device_storage) {
   thread_local Entry recent[kEntries];
   const void* address = device_storage.data();
   const size_t nbytes = device_storage.nbytes();
+  if (nbytes == 0) {
+    // Empty storages share an address without sharing memory.
+    return makeHostStorage(address, 0);
+  }
   Entry& entry =
       recent[(reinterpret_cast<uintptr_t>(address) >> 6) & (kEntries - 1)];
   if (!entry.storage || entry.device_address != address ||
       entry.nbytes != nbytes) {
-    // A non-owning DataPtr: the device tensor keeps the memory alive.
-    entry = {
-        address, nbytes,
-        c10::Storage(c10::Storage::use_byte_size_t(), nbytes,
-                     c10::DataPtr(mydevKernelPointer(address),
-                                  const_cast<void*>(address),
-                                  &keepDeviceAddress, c10::Device(c10::kCPU)),
-                     /*allocator=*/nullptr, /*resizable=*/false)};
+    entry = {address, nbytes, makeHostStorage(address, nbytes)};
   }
   return entry.storage;
 }
@@ -96,6 +102,13 @@ at::Tensor sharedHostView(const at::Tensor& device_tensor) {
   const c10::StorageImpl& device_storage = *device_tensor.unsafeGetTensorImpl()
                                                 ->unsafe_storage()
                                                 .unsafeGetStorageImpl();
+  // Empty tensors share an address (and may share a layout) without being
+  // one tensor, and one view object would be one tensor to ATen: its
+  // overlap checks refuse `stack` of two empty tensors, and `linalg_qr`
+  // resizing its empty Q would resize its empty input.
+  if (device_tensor.numel() == 0) {
+    return hostView(device_tensor);
+  }
   at::Tensor& entry =
       recent[layoutHash(device_tensor, device_storage.data()) & (kEntries - 1)];
   if (!entry.defined() || !sameView(entry, device_tensor, device_storage)) {

@@ -1,6 +1,7 @@
 #include "native_elementwise.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 
@@ -260,7 +261,8 @@ __attribute__((target("avx2"), flatten)) void runElementwiseAvx2(
 
 void runBestElementwise(const ElementwiseCall& call) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
+  // ATen's choice (ATEN_CPU_CAPABILITY caps it), as float_dot_products.h.
+  static const bool avx2 = at::get_cpu_capability() != "DEFAULT";
   if (avx2) return runElementwiseAvx2(call);
 #endif
   runElementwise(call);
