@@ -52,7 +52,8 @@ PyObject* emptyStrided(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   const auto stride = intsOf(args[1], "stride");
   TORCH_CHECK(size.size() == stride.size(), "_empty_strided: size has ",
               size.size(), " dimensions but stride has ", stride.size());
-  const at::ScalarType dtype = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
+  const at::ScalarType dtype =
+      reinterpret_cast<THPDtype*>(args[2])->scalar_type;
   at::Tensor result;
   {
     py::gil_scoped_release no_gil;
@@ -92,9 +93,8 @@ PyMethodDef kMethods[] = {
 
 void bindCompiledWrapper(py::module& module) {
   for (PyMethodDef* method = kMethods; method->ml_name != nullptr; ++method) {
-    module.add_object(method->ml_name,
-                      py::reinterpret_steal<py::object>(
-                          PyCFunction_New(method, nullptr)));
+    module.add_object(method->ml_name, py::reinterpret_steal<py::object>(
+                                           PyCFunction_New(method, nullptr)));
   }
 }
 

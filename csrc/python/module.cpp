@@ -340,8 +340,8 @@ PYBIND11_MODULE(_C, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("_fused_kernels_isa", &custom_ops::fusedKernelsIsa);
 
-  bindTritonLaunch(m);   // device_ext/triton_backend launches through it
-  bindMemoryHistory(m);  // torch.mydev.memory._record_memory_history
+  bindTritonLaunch(m);     // device_ext/triton_backend launches through it
+  bindMemoryHistory(m);    // torch.mydev.memory._record_memory_history
   bindCompiledWrapper(m);  // inductor_backend/wrapper_runtime.py
 
   // The myccl c10d backend (device_ext/distributed.py registers it). The
