@@ -15,7 +15,8 @@ class MydevDeviceOpOverrides(DeviceOpOverrides):
         return "torch.mydev.synchronize()"
 
     def device_guard(self, device_idx: int) -> str:
-        return f"torch.mydev.device({device_idx})"
+        # Imported by the wrapper's header (python_wrapper.py).
+        return f"DeviceGuard({device_idx})"
 
     def current_stream(self) -> str:
         return "torch.mydev.current_stream()"

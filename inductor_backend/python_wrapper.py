@@ -6,6 +6,7 @@ each generated kernel launched on the current stream of its device:
     mydev_fused_add_relu_0(stream0, buf0, arg0_1)
 """
 
+from torch._inductor import config as inductor_config
 from torch._inductor.codegen.wrapper import (
     PythonWrapperCodegen,
     SubgraphPythonWrapperCodegen,
@@ -22,6 +23,7 @@ class _MydevKernelCalls:
     def write_header(self) -> None:
         super().write_header()
         self.imports.writeline("from inductor_backend.kernel_modules import load_mydev_kernel")
+        self.imports.writeline("from inductor_backend.wrapper_runtime import DeviceGuard, empty_strided_mydev")
 
     def _generate_kernel_call_helper(
         self, kernel_name, call_args, *, device=None, triton=True, graph_name="", **kwargs
@@ -34,6 +36,20 @@ class _MydevKernelCalls:
         stream = PythonWrapperCodegen.write_get_raw_stream(self, device.index, graph_name)
         self.writeline(f"{kernel_name}({', '.join([stream, *map(str, call_args)])})")
         return None
+
+    def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
+        # Inductor's line for devices without a fast path goes through
+        # torch.empty_strided(..., device='mydev'); this is its counterpart
+        # of empty_strided_cpu/_cuda (wrapper_runtime.py).
+        if device.type != DEVICE or is_pinned or inductor_config.test_configs.track_memory_lifecycle:
+            return super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)
+        shape_tuple = self.codegen_python_shape_tuple(shape)
+        allocation_tuple = self.codegen_python_shape_tuple(shape if allocation_shape is None else allocation_shape)
+        stride_tuple = self.codegen_python_shape_tuple(stride)
+        line = f"{name} = empty_strided_mydev({allocation_tuple}, {stride_tuple}, {dtype})"
+        if shape_tuple != allocation_tuple:
+            line += f".as_strided({shape_tuple}, {stride_tuple})"
+        return line
 
     def codegen_device_guard_exit(self) -> None:
         # The C++ scheduling holds kernels back until the scheduler flushes,

@@ -87,7 +87,10 @@ def assert_launches_on_raw_streams(code, device_index=0):
 
 
 def buffer_devices(code):
-    return re.findall(r"empty_strided\(.*device='([^']*)'", wrapper_call(code))
+    """The device type of every buffer the generated call allocates (mydev's
+    through empty_strided_mydev, on the device of its guard)."""
+    call = wrapper_call(code)
+    return re.findall(r"empty_strided\(.*device='([^']*)'", call) + ["mydev"] * call.count("empty_strided_mydev(")
 
 
 # ------------------------------------------------------- generated code --
@@ -109,9 +112,61 @@ def test_generated_code_launches_mydev_kernels_on_the_current_stream():
     assert devices and set(devices) == {"mydev"}, devices
     assert "device='cpu'" not in wrapper_call(code)
     assert "empty_strided_cpu(" not in wrapper_call(code)
-    assert "with torch.mydev.device(0):" in wrapper_call(code)
+    assert "with DeviceGuard(0):" in wrapper_call(code)
+    assert "from inductor_backend.wrapper_runtime import DeviceGuard, empty_strided_mydev" in code
     # The kernels themselves are C++ from Inductor's CPU code generator.
     assert re.search(r'extern "C"\s+void\s+kernel\(', code), code
+
+
+def test_wrapper_allocations_and_device_guard_are_direct_calls():
+    """The generated call allocates through empty_strided_mydev and guards
+    its device with DeviceGuard (single calls into device_ext._C, not
+    torch.empty_strided(..., device='mydev') and torch.mydev.device)."""
+    from inductor_backend.wrapper_runtime import DeviceGuard, empty_strided_mydev
+
+    x, y = cpu_inputs((8, 16), (8, 16))
+    _, (code,) = run_and_get_code(torch.compile(pointwise_and_reduction, fullgraph=True), *to_dev([x, y]))
+    call = wrapper_call(code)
+    assert "empty_strided_mydev((8, ), (1, ), torch.float32)" in call, call
+    assert "device='mydev'" not in call, call
+
+    buffer = empty_strided_mydev((4, 6), (1, 4), torch.float64)
+    reference = torch.empty_strided((4, 6), (1, 4), dtype=torch.float64)
+    assert (buffer.device, buffer.shape, buffer.stride(), buffer.dtype) == (
+        torch.device(D),
+        reference.shape,
+        reference.stride(),
+        reference.dtype,
+    )
+    buffer.copy_(torch.arange(24.0, dtype=torch.float64, device=D).view(6, 4).t())
+    assert_close_to_cpu(buffer, torch.arange(24.0, dtype=torch.float64).view(6, 4).t(), device=D, exact=True)
+
+    assert torch.mydev.current_device() == 0
+    with DeviceGuard(N_DEVICES - 1):
+        assert torch.mydev.current_device() == N_DEVICES - 1
+        assert empty_strided_mydev((2,), (1,), torch.float32).device == torch.device("mydev", N_DEVICES - 1)
+    assert torch.mydev.current_device() == 0
+
+
+def test_wrapper_allocation_and_device_guard_refuse_bad_arguments():
+    from inductor_backend.wrapper_runtime import DeviceGuard, empty_strided_mydev
+
+    with pytest.raises(TypeError, match=r"^_empty_strided: size must be a tuple of ints$"):
+        empty_strided_mydev([2, 3], (3, 1), torch.float32)
+    with pytest.raises(TypeError, match=r"^_empty_strided: stride must be a tuple of ints$"):
+        empty_strided_mydev((2, 3), (3, "1"), torch.float32)
+    with pytest.raises(TypeError, match=r"takes two tuples of ints and a torch.dtype$"):
+        empty_strided_mydev((2, 3), (3, 1), "float32")
+    with pytest.raises(RuntimeError, match=r"_empty_strided: size has 2 dimensions but stride has 1"):
+        empty_strided_mydev((2, 3), (1,), torch.float32)
+    with pytest.raises(RuntimeError, match=r"negative"):
+        empty_strided_mydev((2, -3), (3, 1), torch.float32)
+    with pytest.raises(
+        RuntimeError, match=rf"^Invalid device index mydev:{N_DEVICES}: there are {N_DEVICES} mydev devices"
+    ):
+        with DeviceGuard(N_DEVICES):
+            pass
+    assert_device_still_usable()
 
 
 def test_torch_logs_output_code_shows_mydev_launches():
@@ -216,7 +271,7 @@ def test_second_device_output_device_guard_and_current_device():
     assert_close_to_cpu(out, add_relu_scale(x), device="mydev:1", exact=True)
     assert torch.mydev.current_device() == 0
     call = wrapper_call(code)
-    assert "with torch.mydev.device(1):" in call, call
+    assert "with DeviceGuard(1):" in call, call
     assert_launches_on_raw_streams(code, device_index=1)
 
     # On a side stream of mydev:1 (the stream context makes mydev:1
@@ -329,7 +384,7 @@ def test_autocast_inside_compiled_function():
     assert expected.dtype == torch.bfloat16
     assert_close_to_cpu(out, expected, device=D, rtol=1.6e-2, atol=1e-2)
     assert "extern_kernels.mm(" in code
-    assert "dtype=torch.bfloat16" in wrapper_call(code)
+    assert "torch.bfloat16)" in wrapper_call(code)  # a bfloat16 buffer: empty_strided_mydev(size, stride, dtype)
 
 
 # ------------------------------------------------------------- random ops --

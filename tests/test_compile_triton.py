@@ -191,7 +191,7 @@ def test_triton_kernels_on_the_second_device():
     cpu = cpu_inputs((8, 40), (8, 40))
     out, code = compile_in("triton", pointwise_and_reduction, *to_dev(cpu, "mydev:1"))
     assert_close_to_cpu(out, pointwise_and_reduction(*cpu), device="mydev:1", rtol=RTOL, atol=ATOL)
-    assert "with torch.mydev.device(1):" in code
+    assert "with DeviceGuard(1):" in code
     assert_triton_launches_on_raw_streams(code, device_index=1)
     assert torch.mydev.current_device() == 0
 

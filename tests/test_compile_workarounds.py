@@ -107,7 +107,7 @@ def test_device_need_guard_guards_mydev_devices():
     )
     patched, original = seen["patched"], seen["original"]
     assert patched["ok"], patched
-    assert "with torch.mydev.device(1):" in patched["code"]
+    assert "with DeviceGuard(1):" in patched["code"]
     assert patched["device"] == "mydev:1" and patched["max_error"] == 0
     assert patched["current_device"] == 0
 

@@ -28,6 +28,7 @@
 #include "../distributed/gloo_transport_backend.h"
 #include "../distributed/shm_transport_backend.h"
 #include "compiled_kernel_abi.h"
+#include "compiled_wrapper_bindings.h"
 #include "memory_history_bindings.h"
 #include "triton_launch_bindings.h"
 
@@ -342,8 +343,9 @@ PYBIND11_MODULE(_C, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("_fused_kernels_isa", &custom_ops::fusedKernelsIsa);
 
-  bindTritonLaunch(m);   // device_ext/triton_backend launches through it
-  bindMemoryHistory(m);  // torch.mydev.memory._record_memory_history
+  bindTritonLaunch(m);     // device_ext/triton_backend launches through it
+  bindMemoryHistory(m);    // torch.mydev.memory._record_memory_history
+  bindCompiledWrapper(m);  // inductor_backend/wrapper_runtime.py
 
   // The myccl c10d backend (device_ext/distributed.py registers it). The
   // base class is the one torch binds in torch._C._distributed_c10d.
