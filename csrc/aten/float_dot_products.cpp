@@ -106,10 +106,9 @@ MYDEV_AVX512 __mmask16 tailMask(int64_t length) {
   return static_cast<__mmask16>((1u << (length % 16)) - 1u);
 }
 
-MYDEV_AVX512 void rowDotProductsAvx512(const float* matrix,
-                                       int64_t row_stride, int64_t rows,
-                                       const float* vector, int64_t length,
-                                       float* out) {
+MYDEV_AVX512 void rowDotProductsAvx512(const float* matrix, int64_t row_stride,
+                                       int64_t rows, const float* vector,
+                                       int64_t length, float* out) {
   const int64_t full = length - length % 16;
   const __mmask16 tail = tailMask(length);
   const __m512 vector_tail = _mm512_maskz_loadu_ps(tail, vector + full);

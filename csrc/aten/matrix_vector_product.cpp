@@ -19,9 +19,9 @@ constexpr int64_t kMinElementsPerThread = int64_t{1} << 20;
 
 // What the kernel holds: no tensors, no stack.
 struct MatrixVectorCall {
-  const void* x;     // K contiguous floats
-  const void* w;     // the matrix, see `dot_rows`
-  void* y;           // N contiguous floats
+  const void* x;  // K contiguous floats
+  const void* w;  // the matrix, see `dot_rows`
+  void* y;        // N contiguous floats
   int64_t k, n;
   // True: output j is the dot product of x with K contiguous floats at
   // w + j * stride. False: y is the sum over i of x[i] times N contiguous
@@ -96,8 +96,13 @@ bool launchMatrixVectorProduct(const c10::OperatorHandle& op,
       overlap(result, w)) {
     return false;
   }
-  MatrixVectorCall call{x.const_data_ptr(), w.const_data_ptr(),
-                        result.data_ptr(), k, n, false, 0};
+  MatrixVectorCall call{x.const_data_ptr(),
+                        w.const_data_ptr(),
+                        result.data_ptr(),
+                        k,
+                        n,
+                        false,
+                        0};
   if (w.stride(0) == 1 || k == 1) {
     call.dot_rows = true;
     call.stride = w.stride(1);

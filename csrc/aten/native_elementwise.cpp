@@ -1,8 +1,8 @@
 #include "native_elementwise.h"
 
 #include <ATen/Parallel.h>
-#include <ATen/Version.h>
 #include <ATen/TensorIterator.h>
+#include <ATen/Version.h>
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
