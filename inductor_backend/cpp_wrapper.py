@@ -21,7 +21,7 @@ import torch
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.virtualized import V
 
-from . import config
+from . import config, wrapper_runtime
 from .device_interface import DEVICE
 from .kernel_modules import INCLUDE_DIR, headers_comment
 
@@ -61,6 +61,12 @@ class MydevCppWrapperCodegen(CppWrapperCpu):
         super().__init__()
         # mydev's kernels come from the CPU's C++ kernel generator.
         self.needs_vec_isa = True
+
+    def write_kernel_autotune_defs_header(self) -> None:
+        # AOTInductor runs the autotuning block (Python) on its own, with this
+        # header: the device guard and allocations in it name these helpers.
+        super().write_kernel_autotune_defs_header()
+        self.kernel_autotune_defs.writeline(wrapper_runtime.IMPORT_LINE)
 
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):

@@ -13,6 +13,7 @@ from torch._inductor.codegen.wrapper import (
 )
 from torch._inductor.virtualized import V
 
+from . import wrapper_runtime
 from .device_interface import DEVICE
 
 
@@ -23,7 +24,12 @@ class _MydevKernelCalls:
     def write_header(self) -> None:
         super().write_header()
         self.imports.writeline("from inductor_backend.kernel_modules import load_mydev_kernel")
-        self.imports.writeline("from inductor_backend.wrapper_runtime import DeviceGuard, empty_strided_mydev")
+        self.imports.writeline(wrapper_runtime.IMPORT_LINE)
+
+    def write_kernel_autotune_defs_header(self) -> None:
+        # The autotuning block runs on its own, with its own header.
+        super().write_kernel_autotune_defs_header()
+        self.kernel_autotune_defs.writeline(wrapper_runtime.IMPORT_LINE)
 
     def _generate_kernel_call_helper(
         self, kernel_name, call_args, *, device=None, triton=True, graph_name="", **kwargs

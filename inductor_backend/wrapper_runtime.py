@@ -15,6 +15,10 @@ from typing import Any
 
 from device_ext import _C
 
+# The line that brings these helpers into generated code: the wrapper's
+# header, and the autotuning block AOTInductor runs on its own.
+IMPORT_LINE = "from inductor_backend.wrapper_runtime import DeviceGuard, empty_strided_mydev"
+
 # empty_strided_mydev(size, stride, dtype): a buffer on the current mydev
 # device (the generated code runs inside its device guard).
 empty_strided_mydev = _C._empty_strided

@@ -168,6 +168,31 @@ def test_empty_tensors_are_not_one_tensor_to_the_kernels():
     assert_device_still_usable()
 
 
+@pytest.mark.parametrize(
+    "product",
+    [
+        lambda a, b: torch.mm(a, b),
+        lambda a, b: torch.bmm(a[None], b[None]),
+        lambda a, b: torch.addmm(a, a, b),
+        lambda a, b: torch.addmm(b, a, a),
+        lambda a, b: a.addmm_(a, b),
+        lambda a, b: torch.mm(a, b, out=torch.empty_like(a)),
+    ],
+    ids=["mm", "bmm", "addmm", "addmm_self", "addmm_", "mm_out"],
+)
+def test_products_of_two_dtypes_raise_the_cpu_error_at_the_call(product):
+    # The Meta kernels take them; the CPU kernels refuse them. The error must
+    # come at the call, as on the CPU and cuda, not from the stream later.
+    a, b = torch.randn(3, 3, device="mydev"), torch.randn(3, 3, dtype=torch.float64, device="mydev")
+    with pytest.raises(RuntimeError) as cpu_error:
+        product(a.cpu(), b.cpu())
+    with pytest.raises(RuntimeError) as error:
+        product(a, b)
+    assert str(error.value) == str(cpu_error.value)
+    torch.mydev.synchronize()
+    assert_device_still_usable()
+
+
 CHAIN_SCRIPT = """
 import json, sys
 import torch

@@ -132,6 +132,48 @@ Tensor& indexOutMeta(const Tensor& self, const Indices& indices, Tensor& out) {
   return at::meta::index_outf(self, indices, out);
 }
 
+// The matrix products' Meta kernels take operands of two dtypes; their CPU
+// kernels refuse them. Refused here too, the device-kernel path runs the
+// call synchronously, so the CPU kernel's own error is raised at the call,
+// not from the stream at the next synchronize.
+void checkOneDtype(std::initializer_list<const Tensor*> operands) {
+  const at::ScalarType first = (*operands.begin())->scalar_type();
+  for (const Tensor* operand : operands) {
+    TORCH_CHECK(operand->scalar_type() == first,
+                "matrix product operands of different dtypes");
+  }
+}
+
+template <Binary* kernel>
+Tensor productMeta(const Tensor& self, const Tensor& other) {
+  checkOneDtype({&self, &other});
+  return kernel(self, other);
+}
+
+template <BinaryOut* kernel>
+Tensor& productOutMeta(const Tensor& self, const Tensor& other, Tensor& out) {
+  checkOneDtype({&self, &other, &out});
+  return kernel(self, other, out);
+}
+
+Tensor addmmMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
+                 const Scalar& beta, const Scalar& alpha) {
+  checkOneDtype({&self, &mat1, &mat2});
+  return at::meta::addmm(self, mat1, mat2, beta, alpha);
+}
+
+Tensor& addmmInPlaceMeta(Tensor& self, const Tensor& mat1, const Tensor& mat2,
+                         const Scalar& beta, const Scalar& alpha) {
+  checkOneDtype({&self, &mat1, &mat2});
+  return at::meta::addmm_(self, mat1, mat2, beta, alpha);
+}
+
+Tensor& addmmOutMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
+                     const Scalar& beta, const Scalar& alpha, Tensor& out) {
+  checkOneDtype({&self, &mat1, &mat2, &out});
+  return at::meta::addmm_outf(self, mat1, mat2, beta, alpha, out);
+}
+
 template <class Signature, Signature* kernel>
 c10::KernelFunction boxed() {
   return c10::KernelFunction::makeFromUnboxedFunction(
@@ -170,10 +212,10 @@ nativeMetaKernels() {
           {{"aten::addcmul", ""}, boxed<Ternary, &at::meta::addcmul>()},
           {{"aten::lerp_", "Scalar"},
            boxed<BinaryAlphaInPlace, &at::meta::lerp_>()},
-          {{"aten::mm", ""}, boxed<Binary, &at::meta::mm>()},
-          {{"aten::bmm", ""}, boxed<Binary, &at::meta::bmm>()},
-          {{"aten::addmm", ""}, boxed<AddMm, &at::meta::addmm>()},
-          {{"aten::addmm_", ""}, boxed<AddMmInPlace, &at::meta::addmm_>()},
+          {{"aten::mm", ""}, boxed<Binary, &productMeta<&at::meta::mm>>()},
+          {{"aten::bmm", ""}, boxed<Binary, &productMeta<&at::meta::bmm>>()},
+          {{"aten::addmm", ""}, boxed<AddMm, &addmmMeta>()},
+          {{"aten::addmm_", ""}, boxed<AddMmInPlace, &addmmInPlaceMeta>()},
           {{"aten::sum", "dim_IntList"}, boxed<Reduction, &at::meta::sum>()},
           {{"aten::mean", "dim"}, boxed<Reduction, &at::meta::mean>()},
           {{"aten::amax", ""}, boxed<Amax, &at::meta::amax>()},
@@ -205,9 +247,11 @@ nativeMetaKernels() {
            boxed<TernaryOut, &at::meta::addcmul_outf>()},
           {{"aten::lerp", "Scalar_out"},
            boxed<BinaryAlphaOut, &at::meta::lerp_outf>()},
-          {{"aten::mm", "out"}, boxed<BinaryOut, &at::meta::mm_outf>()},
-          {{"aten::bmm", "out"}, boxed<BinaryOut, &at::meta::bmm_outf>()},
-          {{"aten::addmm", "out"}, boxed<AddMmOut, &at::meta::addmm_outf>()},
+          {{"aten::mm", "out"},
+           boxed<BinaryOut, &productOutMeta<&at::meta::mm_outf>>()},
+          {{"aten::bmm", "out"},
+           boxed<BinaryOut, &productOutMeta<&at::meta::bmm_outf>>()},
+          {{"aten::addmm", "out"}, boxed<AddMmOut, &addmmOutMeta>()},
           {{"aten::sum", "IntList_out"},
            boxed<ReductionOut, &at::meta::sum_outf>()},
           {{"aten::mean", "out"}, boxed<ReductionOut, &at::meta::mean_outf>()},
