@@ -7,7 +7,9 @@ someone's report."""
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import List
 
 import pytest
 
@@ -56,3 +58,44 @@ def test_report_sets_another_runs_ratios_beside_its_own():
     assert "| # | script | what | ratio | ratio idle | target | verdict | compared |" in table
     assert "| 1 | eager | conv2d | 1.05 | 0.97 | <= 1.1 | PASS |  |" in table
     assert "| 2 | eager | new row | 0.5 | n/a | - | - |  |" in table
+
+
+def _busy_children(parent: int) -> List[str]:
+    listed = subprocess.run(["pgrep", "-P", str(parent), "-f", "while True: pass"], capture_output=True, text=True)
+    return listed.stdout.split()
+
+
+@pytest.mark.slow
+def test_busy_run_as_a_user_types_it_keeps_a_core_busy_and_sets_the_idle_run_beside(tmp_path):
+    """``python -m benchmarks --busy 1 --beside idle.json`` in a fresh
+    interpreter: a busy child runs while the scripts do, is gone when the run
+    ends, and the report carries both the load and the other run's ratios."""
+    baseline_row = "x * 2 path: CPU op, wall, / CPU op"
+    idle = {"busy_processes": 0, "ratios": [{"script": "op_path", "what": baseline_row, "ratio": 0.25}]}
+    (tmp_path / "idle.json").write_text(json.dumps(idle))
+    out = tmp_path / "busy"
+    command = [sys.executable, "-m", "benchmarks", "--only", "op_path", "--busy", "1"]
+    run = subprocess.Popen(
+        command + ["--beside", str(tmp_path / "idle.json"), "--out", str(out)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen_busy: set = set()
+    while run.poll() is None:
+        seen_busy.update(_busy_children(run.pid))
+        time.sleep(0.2)
+    stdout, stderr = run.communicate(timeout=900)
+    assert run.returncode in (0, 1), stderr  # 1: some ratio missed its target
+    assert len(seen_busy) == 1, seen_busy
+    still_running = subprocess.run(["ps", "-o", "pid=", "-p", ",".join(seen_busy)], capture_output=True, text=True)
+    assert still_running.stdout.split() == [], "the busy process outlived the run"
+    report = json.loads((out / "report.json").read_text())
+    assert report["busy_processes"] == 1 and report["scripts"] == ["op_path"]
+    assert [entry for entry in report["ratios"] if entry["verdict"] == "ERROR"] == []
+    table = (out / "report.md").read_text()
+    assert "| # | script | what | ratio | ratio idle | target | verdict | compared |" in table
+    baseline_line = next(line for line in table.splitlines() if f"| {baseline_row} |" in line)
+    assert baseline_line.split("|")[5].strip() == "0.25", baseline_line
+    assert "1 busy process(es)" in table
