@@ -3,13 +3,30 @@ captured and replayed (Inductor's ``CUDAGraphPolicy`` hook, installed by
 device_ext/torch_patches/cudagraphs.py).
 
 Per input signature (shapes, strides, dtypes), the first call runs the
-compiled graph once on a side stream (warm-up) and captures it into a
-torch.mydev graph with its own static copies of the inputs that are not
-static (parameters and buffers are used in place); later calls copy the
-inputs into those copies and replay. A new signature records a new graph.
-Outputs are cloned out of the graph's pool, so they are not overwritten by
-the next replay (cudagraph trees' "overwritten by a subsequent run" rule
-does not apply here). Graphs of other devices go to torch's default.
+compiled graph without capture (the warm-up, as cudagraph trees do); the
+second captures it into a torch.mydev graph with its own static copies of the
+inputs that are not static (parameters and buffers are used in place) and
+replays it; later calls copy the inputs into those copies and replay. Every
+call runs the graph exactly once.
+
+Where outputs live. A graph's outputs are written into its pool, at the same
+addresses on every replay:
+  * inference and backward graphs clone their outputs out of the pool, so a
+    caller may keep them across calls (cudagraph trees' "overwritten by a
+    subsequent run" rule does not apply here);
+  * a training forward hands out its outputs in place (and an output that
+    aliases a parameter or buffer as that tensor), as cudagraph trees do:
+    they are mostly the activations its backward reads, and the backward
+    graph, recorded with them as static inputs (Inductor marks them so),
+    reads them where they are. Cloning them out and copying them back in
+    was two full copies of every activation per step (max-autotune training
+    ran at 1.16-1.24x Inductor-CPU's time). Before a replay overwrites them,
+    the graph checks that nothing holds them any more (the use count of
+    their storages, as cudagraph trees check liveness); if something does
+    (two forwards before one backward, an output kept across steps), the
+    call takes another recorded instance of the graph, records one, or past
+    ``MAX_INSTANCES_IN_USE`` runs without capture. No output is ever
+    overwritten while alive.
 
 A graph that mutates an input other than a parameter or buffer runs without
 capture (a replay would mutate the static copy), with torch's "skipping
@@ -51,27 +68,79 @@ def _static_copy(x: Any) -> Any:
     return copy
 
 
+# Recorded instances of one graph whose outputs are all still held before
+# the next call runs it without capture: each instance keeps a copy of every
+# activation in its pool, and a caller holding outputs of every call (a list
+# of them kept across steps) would otherwise record without end.
+MAX_INSTANCES_IN_USE = 4
+
+
+def _storage_use_count(storage: torch.UntypedStorage) -> int:
+    return torch._C._storage_Use_Count(storage._cdata)
+
+
 class _Recorded:
-    def __init__(self, model: Callable, inputs: List[Any], static_idxs: frozenset, pool):
-        self.inputs = [x if i in static_idxs else _static_copy(x) for i, x in enumerate(inputs)]
+    """One captured instance of a compiled graph for one input signature and
+    one set of static-input addresses. Capturing records the kernels without
+    running them (as on cuda): the first replay is the one execution of the
+    call that records it."""
+
+    def __init__(self, model: Callable, inputs: List[Any], static_idxs: frozenset, pool, outputs_in_place: bool):
         # What a replay checks and copies, found once: a decode step has a
         # few inputs to copy among dozens of parameters and buffers.
         self.copied_idxs = [i for i, x in enumerate(inputs) if i not in static_idxs and isinstance(x, torch.Tensor)]
         self.static_idxs = sorted(static_idxs)
         self.static_data_ptrs = [inputs[i].data_ptr() for i in self.static_idxs]
+        # Static inputs are read where the caller holds them (each call
+        # checks their addresses); holding them here too would keep a
+        # training forward's outputs, which its backward reads, in use.
+        recording_inputs = [x if i in static_idxs else _static_copy(x) for i, x in enumerate(inputs)]
+        self.inputs = {i: recording_inputs[i] for i in self.copied_idxs}
         side = torch.mydev.Stream()
         side.wait_stream(torch.mydev.current_stream())
-        with torch.mydev.stream(side):
-            model(list(self.inputs))  # warm-up: lazy initialisation stays out of the graph
-        torch.mydev.current_stream().wait_stream(side)
         self.graph = torch.mydev.MydevGraph()
         with torch.mydev.graph(self.graph, pool=pool, stream=side):
-            self.outputs = model(list(self.inputs))
+            self.outputs = model(list(recording_inputs))
+        torch.mydev.current_stream().wait_stream(side)
+        self._plan_outputs(inputs, outputs_in_place)
+
+    def _plan_outputs(self, inputs: List[Any], outputs_in_place: bool) -> None:
+        """How a replay hands out each output (``self.hand_out``), and the
+        storages it hands out in place with the use count they have while
+        nobody else holds them (``self.in_place_storages``)."""
+        static_storages = {inputs[i].untyped_storage().data_ptr(): i for i in self.static_idxs}
+        self.hand_out: List[Tuple[str, Any]] = []
+        in_place = {}
+        for o in self.outputs:
+            if not isinstance(o, torch.Tensor):
+                self.hand_out.append(("value", o))
+            elif not outputs_in_place:
+                self.hand_out.append(("clone", o))
+            elif o.untyped_storage().data_ptr() in static_storages:
+                # An output aliasing a parameter or buffer (a weight saved for
+                # the backward) is that tensor, as Inductor's code without
+                # capture returns it: a copy would move it, and the backward
+                # graph, which reads it as a static input, would record again.
+                i = static_storages[o.untyped_storage().data_ptr()]
+                same = o.shape == inputs[i].shape and o.stride() == inputs[i].stride()
+                same = same and o.storage_offset() == inputs[i].storage_offset()
+                self.hand_out.append(
+                    ("input", i) if same else ("input view", (i, o.shape, o.stride(), o.storage_offset()))
+                )
+            else:
+                self.hand_out.append(("in place", o))
+                in_place.setdefault(o.untyped_storage().data_ptr(), o.untyped_storage())
+        self.in_place_storages = [(s, _storage_use_count(s)) for s in in_place.values()]
 
     def static_inputs_unmoved(self, inputs: List[Any]) -> bool:
         # A static input that moved (a reassigned parameter) needs another
         # graph: the captured kernels read the old address.
         return [inputs[i].data_ptr() for i in self.static_idxs] == self.static_data_ptrs
+
+    def outputs_in_use(self) -> bool:
+        """Whether an output a replay handed out in place is still held
+        (by the caller, autograd's saved tensors or a view)."""
+        return any(_storage_use_count(s) > idle for s, idle in self.in_place_storages)
 
     def run(self, inputs: List[Any]) -> List[Any]:
         for i in self.copied_idxs:
@@ -79,7 +148,20 @@ class _Recorded:
             if live.data_ptr() != static.data_ptr():
                 static.copy_(live)
         self.graph.replay()
-        return [o.clone() if isinstance(o, torch.Tensor) else o for o in self.outputs]
+        outputs = []
+        for how, what in self.hand_out:
+            if how == "in place":
+                outputs.append(what.detach())
+            elif how == "clone":
+                outputs.append(what.clone())
+            elif how == "input":
+                outputs.append(inputs[what])
+            elif how == "input view":
+                i, size, stride, offset = what
+                outputs.append(inputs[i].as_strided(size, stride, offset))
+            else:
+                outputs.append(what)
+        return outputs
 
 
 def _skip_message(reason: str) -> str:
@@ -112,25 +194,45 @@ class MydevGraphPolicy(CUDAGraphPolicy):
         if mutated:
             log_cudagraph_skip_and_bump_counter(get_mutation_stack_trace(kwargs["placeholders"], mutated))
             return model
-        # Inductor marks a backward's saved activations static because
-        # cudagraph trees keep forward outputs in the graph's pool; this
-        # policy clones outputs out of it, so a backward copies every input.
-        static_idxs = frozenset() if kwargs.get("is_backward") else frozenset(static_input_idxs)
+        static_idxs = frozenset(static_input_idxs)
+        outputs_in_place = not kwargs.get("is_backward") and not kwargs.get("is_inference")
         pool = torch.mydev.graph_pool_handle()
         # Graphs by the signature of the inputs that are copied (parameters
         # and buffers keep theirs: Dynamo guards their metadata), each with
         # the addresses of the static inputs it read.
         copied_idxs = [i for i in range(len(example_inputs)) if i not in static_idxs]
         recorded: Dict[Tuple[Any, ...], List[_Recorded]] = {}
+        uncaptured_logged = False
 
         def run(inputs: List[Any]) -> List[Any]:
+            nonlocal uncaptured_logged
             key = _signature([inputs[i] for i in copied_idxs])
-            graphs = recorded.setdefault(key, [])
-            entry = next((g for g in graphs if g.static_inputs_unmoved(inputs)), None)
+            graphs = recorded.get(key)
+            if graphs is None:
+                # The first call of a signature runs without capture: lazy
+                # initialisation stays out of the graph, and the call runs the
+                # graph once, as every call does (a warm-up run followed by
+                # the first replay would run it twice: BatchNorm's running
+                # statistics updated twice, a backward's donated activations
+                # overwritten before the replay read them).
+                recorded[key] = []
+                return model(inputs)
+            candidates = [g for g in graphs if g.static_inputs_unmoved(inputs)]
+            entry = next((g for g in candidates if not g.outputs_in_use()), None)
+            if entry is None and len(candidates) >= MAX_INSTANCES_IN_USE:
+                if not uncaptured_logged:
+                    uncaptured_logged = True
+                    log.warning(
+                        "running a %s graph without capture: the outputs of its %d recorded instances are all "
+                        "still held (drop or clone outputs kept across calls)",
+                        DEVICE_NAME,
+                        len(candidates),
+                    )
+                return model(inputs)
             if entry is None:
                 log.info("recording a %s graph for input signature %s", DEVICE_NAME, key)
                 with torch.mydev.device(device_index):
-                    entry = _Recorded(model, list(inputs), static_idxs, pool)
+                    entry = _Recorded(model, list(inputs), static_idxs, pool, outputs_in_place)
                 graphs.append(entry)
             outputs = entry.run(inputs)
             inputs.clear()

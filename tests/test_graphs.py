@@ -457,10 +457,12 @@ def test_reduce_overhead_replays_captured_graph_inference(caplog):
             x = torch.randn(4, 8, device="mydev")
             torch.testing.assert_close(compiled(x, w).cpu(), f(x.cpu(), w.cpu()), rtol=1e-5, atol=1e-5)
         assert sum("recording a mydev graph" in r.message for r in caplog.records) == 1
-        # A new shape records a new graph.
-        x = torch.randn(6, 8, device="mydev")
-        torch.testing.assert_close(compiled(x, w).cpu(), f(x.cpu(), w.cpu()), rtol=1e-5, atol=1e-5)
-        assert sum("recording a mydev graph" in r.message for r in caplog.records) == 2
+        # A new shape records a new graph, at its second call: its first runs
+        # without capture (the warm-up, as cudagraph trees do).
+        for expected_recordings in (1, 2, 2):
+            x = torch.randn(6, 8, device="mydev")
+            torch.testing.assert_close(compiled(x, w).cpu(), f(x.cpu(), w.cpu()), rtol=1e-5, atol=1e-5)
+            assert sum("recording a mydev graph" in r.message for r in caplog.records) == expected_recordings
 
 
 def test_reduce_overhead_training_step_matches_cpu():
