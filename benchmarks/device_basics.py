@@ -11,7 +11,11 @@ Three groups of measurements, each row a ratio mydev / CPU:
 * launch latency (us): an empty kernel (``torch.mydev._sleep(0)``) and a
   launch + synchronize round trip, mydev only (the CPU launches nothing, so
   no ratio); a one-element ``x + 1``, many calls then one synchronize and
-  each call synchronized, against the same ``x + 1`` on the CPU.
+  each call synchronized, against the same ``x + 1`` on the CPU;
+* CPU code beside an idle device (ms): a small CPU training step after a
+  mydev kernel has run parallel loops and the device has gone idle, against
+  the same step before any mydev kernel ran, both in one fresh interpreter
+  (target: at most 1.1x; csrc/runtime/host_threads.h says why it was 3.5x).
 
 Every figure is the median of several repetitions after warm-up; the
 repetitions of a mydev figure and of its CPU baseline alternate, so both see
@@ -27,7 +31,9 @@ numbers. Nothing here asserts on time.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import textwrap
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -98,6 +104,14 @@ class Row:
     mydev: Optional[float]
     cpu: Optional[float]
     note: str = ""
+    target: Optional[float] = None  # the ratio's bound, on the side ``higher_is_better`` says
+
+    @property
+    def verdict(self) -> str:
+        if self.target is None or self.ratio is None:
+            return "-"
+        passed = self.ratio >= self.target if self.higher_is_better else self.ratio <= self.target
+        return "PASS" if passed else "MISS"
 
     @property
     def ratio(self) -> Optional[float]:
@@ -117,9 +131,9 @@ class Row:
         entry = report_entry(
             self.what if self.size == "-" else f"{self.what} {self.size}",
             self.ratio,
-            None,
+            self.target,
             "higher" if self.higher_is_better else "lower",
-            "-",
+            self.verdict,
             self.note or "the same operation on mydev and CPU",
         )
         return {**asdict(self), "ratio": self.ratio, "reading": self.reading(), "report": [entry]}
@@ -354,6 +368,74 @@ def launch_rows(budget: Budget) -> List[Row]:
     return rows
 
 
+# The measurement runs in a fresh interpreter: the "before" figure needs a
+# process in which no mydev kernel has started OpenMP threads yet.
+_BESIDE_IDLE_DEVICE = """
+import statistics, sys, time
+import torch
+from torch import nn
+
+reps, target_seconds = int(sys.argv[1]), float(sys.argv[2])
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(32, 128), nn.GELU(), nn.Linear(128, 32))
+x = torch.randn(64, 32)
+opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, foreach=True)
+
+def step():
+    model(x).pow(2).mean().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+def median_ms():
+    calls = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(calls):
+            step()
+        if time.perf_counter() - start >= target_seconds:
+            break
+        calls *= 2
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        for _ in range(calls):
+            step()
+        times.append((time.perf_counter() - start) / calls * 1e3)
+    return statistics.median(times)
+
+before = median_ms()
+a = torch.randn(512, 512, device="mydev")
+(a @ a).sum().item()  # a kernel with parallel loops, then the device idles
+time.sleep(0.05)
+print(median_ms(), before)
+"""
+
+
+def cpu_beside_idle_device_rows(budget: Budget) -> List[Row]:
+    progress("CPU code beside an idle device")
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_BESIDE_IDLE_DEVICE), str(budget.reps), str(budget.target_rep_seconds)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    after, before = (float(v) for v in result.stdout.split())
+    return [
+        Row(
+            section="host",
+            what="CPU training step, small MLP",
+            size="-",
+            unit="ms",
+            higher_is_better=False,
+            mydev=after,
+            cpu=before,
+            note="both CPU: after a mydev kernel, device idle / before any mydev kernel",
+            target=1.1,
+        )
+    ]
+
+
 # ------------------------------------------------------------------ output --
 
 SECTION_TITLES = {
@@ -362,6 +444,8 @@ SECTION_TITLES = {
     "alloc": "Allocation latency, us per torch.empty + free (lower is better; "
     "ratio < 1: mydev faster). CPU baseline: torch.empty on the CPU.",
     "launch": "Launch latency, us per call (lower is better; ratio < 1: mydev faster). The note says what each side runs.",
+    "host": "CPU code beside an idle device, ms per step (lower is better; target <= 1.1): the same CPU work, "
+    "in one fresh process, after and before mydev ran a parallel kernel.",
 }
 HEADERS = ("what", "size", *FIGURE_HEADERS, "better", "reading", "note")
 
@@ -388,6 +472,7 @@ def measure(budget: BasicsBudget) -> List[Row]:
     rows = copy_rows(budget, torch.mydev.device_count())
     rows += allocation_rows(budget)
     rows += launch_rows(budget)
+    rows += cpu_beside_idle_device_rows(budget)
     return rows
 
 

@@ -13,6 +13,7 @@
 #include "error.h"
 #include "event.h"
 #include "fault_handler.h"
+#include "host_threads.h"
 #include "kernel_gate.h"
 #include "lifecycle.h"
 #include "parallel_copy.h"
@@ -156,9 +157,22 @@ void Stream::executor_main() {
           start);
       lock.lock();
       if (arrived) continue;
+      bool released = false;
       while (head_ == enqueued_.load(std::memory_order_relaxed) && !stop_) {
         executor_sleeping_ = true;
-        work_cv_.wait(lock);
+        if (released) {
+          work_cv_.wait(lock);
+        } else if (work_cv_.wait_for(lock, kReleaseHostThreadsAfter) ==
+                   std::cv_status::timeout) {
+          // Idle for a while: give the kernels' host threads back
+          // (host_threads.h). Launches meanwhile find the executor awake and
+          // the loop sees them before it sleeps again.
+          executor_sleeping_ = false;
+          lock.unlock();
+          release_host_threads();
+          lock.lock();
+          released = true;
+        }
         executor_sleeping_ = false;
       }
       work_spin_.record_wait(start);

@@ -1,0 +1,63 @@
+"""An idle device gives the host threads of its kernels back
+(csrc/runtime/host_threads.h).
+
+A kernel's parallel loops run on an OpenMP team of its stream's executor;
+while that team exists beside the host's own, libgomp stops spinning in
+every team of the process and CPU code slows down (3.5x for a small
+training step on a 2-core host; benchmarks/device_basics.py measures it).
+The team's threads are named after the executor (Linux threads inherit the
+name of the thread that starts them), so a plain script can watch them
+come and go."""
+
+from mydev_testing import run_python
+
+_SCRIPT = """
+import os
+import time
+
+import torch
+
+torch.set_num_threads(2)  # a team of two on any host
+
+def executor_threads():
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                names.append(comm.read().strip())
+        except OSError:  # the thread ended while listed
+            pass
+    return sum(name.startswith("mydev0-s") for name in names)
+
+def threads_after_idle():
+    # Polls until the team is gone: the executor releases it once idle for
+    # a few milliseconds. The bound only ends a failing run.
+    deadline = time.monotonic() + 30
+    while executor_threads() > 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return executor_threads()
+
+a = torch.randn(384, 384, device="mydev")
+for round in range(2):
+    product = a @ a  # ATen's matmul parallelises over the team
+    done = torch.mydev.Event()
+    done.record()
+    torch.mydev._sleep(2000)  # the executor stays busy while this counts
+    done.synchronize()
+    print("busy", executor_threads())
+    torch.mydev.synchronize()
+    print("idle", threads_after_idle())
+    # A parallel kernel after the release starts a team again and computes.
+    torch.testing.assert_close(product.cpu(), a.cpu() @ a.cpu(), rtol=1e-4, atol=1e-4)
+print("ok")
+"""
+
+
+def test_an_idle_executor_releases_its_kernels_host_threads_and_starts_them_again():
+    result = run_python(_SCRIPT, timeout=180)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("\n")
+    # Each round: the executor plus its team while busy, the executor alone
+    # once idle.
+    assert [line for line in lines if line.startswith(("busy", "idle"))] == ["busy 2", "idle 1"] * 2, result.stdout
+    assert lines[-2] == "ok"
