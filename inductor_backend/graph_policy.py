@@ -100,18 +100,19 @@ class _Recorded:
         side.wait_stream(torch.mydev.current_stream())
         self.graph = torch.mydev.MydevGraph()
         with torch.mydev.graph(self.graph, pool=pool, stream=side):
-            self.outputs = model(list(recording_inputs))
+            outputs = model(list(recording_inputs))
         torch.mydev.current_stream().wait_stream(side)
-        self._plan_outputs(inputs, outputs_in_place)
+        self._plan_outputs(outputs, inputs, outputs_in_place)
 
-    def _plan_outputs(self, inputs: List[Any], outputs_in_place: bool) -> None:
-        """How a replay hands out each output (``self.hand_out``), and the
+    def _plan_outputs(self, outputs: List[Any], inputs: List[Any], outputs_in_place: bool) -> None:
+        """How a replay hands out each output (``self.hand_out``, which keeps
+        the graph's own output tensors, none of the caller's), and the
         storages it hands out in place with the use count they have while
         nobody else holds them (``self.in_place_storages``)."""
         static_storages = {inputs[i].untyped_storage().data_ptr(): i for i in self.static_idxs}
         self.hand_out: List[Tuple[str, Any]] = []
         in_place = {}
-        for o in self.outputs:
+        for o in outputs:
             if not isinstance(o, torch.Tensor):
                 self.hand_out.append(("value", o))
             elif not outputs_in_place:
