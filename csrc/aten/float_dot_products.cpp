@@ -1,10 +1,11 @@
 // The loops of float_dot_products.h for each ISA, and the choice among them.
-// Only <immintrin.h> and standard headers are included: the AVX functions
-// get their ISA from a target attribute each, so no inline function of a
-// shared header is ever compiled for an ISA the CPU may lack.
+// Only <immintrin.h>, standard headers and vector_isa.h (declarations only)
+// are included: the AVX functions get their ISA from a target attribute
+// each, so no inline function of a shared header is ever compiled for an
+// ISA the CPU may lack.
 #include "float_dot_products.h"
 
-#include <ATen/Version.h>
+#include "../core/vector_isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -186,15 +187,18 @@ struct Loops {
 const Loops& loops() {
   static const Loops chosen = []() -> Loops {
 #ifdef MYDEV_X86_VECTOR_LOOPS
-    const std::string capability = at::get_cpu_capability();
-    if (capability == "AVX512") {
-      return {capability, &rowDotProductsAvx512, &addScaledAvx512};
-    }
-    if (capability == "AVX2") {
-      return {capability, &rowDotProductsAvx2, &addScaledAvx2};
+    switch (vectorIsa()) {
+      case VectorIsa::Avx512:
+        return {vectorIsaName(VectorIsa::Avx512), &rowDotProductsAvx512,
+                &addScaledAvx512};
+      case VectorIsa::Avx2:
+        return {vectorIsaName(VectorIsa::Avx2), &rowDotProductsAvx2,
+                &addScaledAvx2};
+      case VectorIsa::Default: break;
     }
 #endif
-    return {"DEFAULT", &rowDotProductsDefault, &addScaledDefault};
+    return {vectorIsaName(VectorIsa::Default), &rowDotProductsDefault,
+            &addScaledDefault};
   }();
   return chosen;
 }

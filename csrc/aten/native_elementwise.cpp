@@ -2,7 +2,6 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/TensorIterator.h>
-#include <ATen/Version.h>
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
@@ -12,6 +11,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "../core/vector_isa.h"
 #include "../runtime/mydev_runtime.h"
 #include "kernel_launch.h"
 
@@ -261,8 +261,7 @@ __attribute__((target("avx2"), flatten)) void runElementwiseAvx2(
 
 void runBestElementwise(const ElementwiseCall& call) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  // ATen's choice (ATEN_CPU_CAPABILITY caps it), as float_dot_products.h.
-  static const bool avx2 = at::get_cpu_capability() != "DEFAULT";
+  static const bool avx2 = vectorIsa() != VectorIsa::Default;
   if (avx2) return runElementwiseAvx2(call);
 #endif
   runElementwise(call);

@@ -1,25 +1,21 @@
 // Which ISA's kernels run, and the kernels' out-of-line error.
 #include "kernel_table.h"
 
-#include <ATen/Version.h>
 #include <c10/util/Exception.h>
 
 #include <string>
 
+#include "../core/vector_isa.h"
 #include "custom_ops.h"
 
 namespace mydev::custom_ops {
 
 const KernelTable& kernelTable() {
-  // ATen's own choice (cpuinfo, capped by ATEN_CPU_CAPABILITY), so that the
-  // fused kernels and the ATen kernels they are compared with use one ISA.
   static const KernelTable table = [] {
-    const std::string capability = at::get_cpu_capability();
-    if (capability == "AVX512") {
-      return AVX512::isaKernelTable();
-    }
-    if (capability == "AVX2") {
-      return AVX2::isaKernelTable();
+    switch (vectorIsa()) {
+      case VectorIsa::Avx512: return AVX512::isaKernelTable();
+      case VectorIsa::Avx2: return AVX2::isaKernelTable();
+      case VectorIsa::Default: break;
     }
     return DEFAULT::isaKernelTable();
   }();

@@ -4,10 +4,10 @@
 //
 // The kernel bodies (*_kernel.h) are compiled once per ISA
 // (kernels_default.cpp, kernels_avx2.cpp, kernels_avx512.cpp, as ATen compiles
-// its CPU kernels) and kernelTable() picks the table matching ATen's CPU
-// capability at run time (ATEN_CPU_CAPABILITY=default|avx2|avx512 overrides it,
-// as for ATen). Nothing here includes the vector headers: this file is
-// ISA-neutral.
+// its CPU kernels) and kernelTable() picks the table of core/vector_isa.h's
+// choice, ATen's CPU capability (ATEN_CPU_CAPABILITY=default|avx2|avx512
+// overrides it, as for ATen). Nothing here includes the vector headers: this
+// file is ISA-neutral.
 #pragma once
 
 #include <c10/core/ScalarType.h>
