@@ -1,4 +1,5 @@
-"""An idle device gives the host threads of its kernels back
+"""An idle device gives the host threads of its kernels back, and a host
+thread submitting device work gives back its own idle ones
 (csrc/runtime/host_threads.h).
 
 A kernel's parallel loops run on an OpenMP team of its stream's executor;
@@ -51,6 +52,52 @@ for round in range(2):
     torch.testing.assert_close(product.cpu(), a.cpu() @ a.cpu(), rtol=1e-4, atol=1e-4)
 print("ok")
 """
+
+
+_HOST_SCRIPT = """
+import os
+import time
+
+import torch
+
+torch.set_num_threads(2)
+
+def threads_named(prefix):
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                names.append(comm.read().strip())
+        except OSError:
+            pass
+    return sum(name.startswith(prefix) for name in names)
+
+def submit_after_the_interval(kernel):
+    # A host thread releases its team at most every few milliseconds.
+    time.sleep(0.05)
+    return kernel()
+
+a = torch.randn(384, 384)
+on_device = a.to("mydev")
+submit_after_the_interval(lambda: torch.mydev._sleep(0))
+torch.mydev.synchronize()
+host = threads_named("python")  # the host thread without a team
+expected = a @ a  # parallel CPU work: the host thread gets a team
+print("after CPU work", threads_named("python") - host)
+product = submit_after_the_interval(lambda: on_device @ on_device)  # a kernel launch releases it
+print("after submitting", threads_named("python") - host)
+torch.testing.assert_close(product.cpu(), expected, rtol=1e-4, atol=1e-4)
+torch.testing.assert_close(a @ a, expected)  # the next CPU region starts a team again
+print("after CPU work", threads_named("python") - host)
+"""
+
+
+def test_a_host_thread_submitting_device_work_releases_its_idle_team():
+    result = run_python(_HOST_SCRIPT, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:3] == ["after CPU work 1", "after submitting 0", "after CPU work 1"], (
+        result.stdout
+    )
 
 
 def test_an_idle_executor_releases_its_kernels_host_threads_and_starts_them_again():

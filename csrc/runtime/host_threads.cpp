@@ -14,4 +14,15 @@ void release_host_threads() {
   if (omp_pause_resource_all != nullptr) omp_pause_resource_all(kOmpPauseSoft);
 }
 
+void release_host_threads_of_submitter() {
+  using Clock = std::chrono::steady_clock;
+  // A clock read per submission (tens of nanoseconds next to a launch's
+  // microseconds); the release itself at most once per interval.
+  thread_local Clock::time_point next_release{};
+  const Clock::time_point now = Clock::now();
+  if (now < next_release) return;
+  next_release = now + kReleaseHostThreadsAfter;
+  release_host_threads();
+}
+
 }  // namespace mydev_sim

@@ -102,6 +102,9 @@ uint64_t Stream::enqueue(const Task& task) {
     capture_record(capture, task, this);
     return enqueued();
   }
+  // The device is about to run work on the host's cores: a host thread's
+  // idle OpenMP team goes (host_threads.h). Executors keep theirs.
+  if (t_executor_of == nullptr) release_host_threads_of_submitter();
   PendingActivity* activity =
       activity_enabled() ? activity_begin(task, this) : nullptr;
   uint64_t sequence;
