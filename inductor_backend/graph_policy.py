@@ -55,8 +55,15 @@ log = logging.getLogger(__name__)
 
 
 def _signature(inputs: Sequence[Any]) -> Tuple[Any, ...]:
+    # An integer input is a size under dynamic shapes: the captured kernels
+    # were launched with its value.
     return tuple(
-        (tuple(x.shape), x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else type(x) for x in inputs
+        (tuple(x.shape), x.stride(), x.dtype, x.device)
+        if isinstance(x, torch.Tensor)
+        else int(x)
+        if isinstance(x, (int, torch.SymInt))
+        else type(x)
+        for x in inputs
     )
 
 
@@ -89,7 +96,7 @@ class _Recorded:
         # What a replay checks and copies, found once: a decode step has a
         # few inputs to copy among dozens of parameters and buffers.
         self.copied_idxs = [i for i, x in enumerate(inputs) if i not in static_idxs and isinstance(x, torch.Tensor)]
-        self.static_idxs = sorted(static_idxs)
+        self.static_idxs = sorted(i for i in static_idxs if isinstance(inputs[i], torch.Tensor))
         self.static_data_ptrs = [inputs[i].data_ptr() for i in self.static_idxs]
         # Static inputs are read where the caller holds them (each call
         # checks their addresses); holding them here too would keep a
@@ -199,15 +206,21 @@ class MydevGraphPolicy(CUDAGraphPolicy):
         outputs_in_place = not kwargs.get("is_backward") and not kwargs.get("is_inference")
         pool = torch.mydev.graph_pool_handle()
         # Graphs by the signature of the inputs that are copied (parameters
-        # and buffers keep theirs: Dynamo guards their metadata), each with
-        # the addresses of the static inputs it read.
-        copied_idxs = [i for i in range(len(example_inputs)) if i not in static_idxs]
+        # and buffers keep theirs: Dynamo guards their metadata) and of the
+        # integer ones (Inductor lists a backward's sizes among its static
+        # inputs under dynamic shapes), each with the addresses of the static
+        # inputs it read. Which inputs those are is read off the first call.
+        signature_idxs: List[int] = []
         recorded: Dict[Tuple[Any, ...], List[_Recorded]] = {}
         uncaptured_logged = False
 
         def run(inputs: List[Any]) -> List[Any]:
             nonlocal uncaptured_logged
-            key = _signature([inputs[i] for i in copied_idxs])
+            if not recorded:
+                signature_idxs[:] = [
+                    i for i, x in enumerate(inputs) if i not in static_idxs or not isinstance(x, torch.Tensor)
+                ]
+            key = _signature([inputs[i] for i in signature_idxs])
             graphs = recorded.get(key)
             if graphs is None:
                 # The first call of a signature runs without capture: lazy

@@ -143,3 +143,24 @@ def test_reduce_overhead_training_as_a_user_script():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-1] == "True", result.stdout
+
+
+def test_training_with_dynamic_shapes_records_per_size_and_matches_cpu():
+    # Under dynamic shapes the backward takes sizes as integer inputs, which
+    # Inductor lists among its static inputs; a captured graph bakes their
+    # values in, so each size replays its own graph.
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1)).to("mydev")
+    model.load_state_dict({k: v.to("mydev") for k, v in cpu.state_dict().items()})
+    compiled = torch.compile(model, mode="reduce-overhead", dynamic=True)
+    for rows in (4, 4, 4, 6, 6, 6, 4, 5, 5):
+        x = torch.randn(rows, 8, device="mydev")
+        out = compiled(x)
+        out.pow(2).mean().backward()
+        expected = cpu(x.cpu())
+        expected.pow(2).mean().backward()
+        torch.testing.assert_close(out.detach().cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
+        for p, q in zip(model.parameters(), cpu.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5, msg=f"{rows} rows")
+            p.grad, q.grad = None, None
