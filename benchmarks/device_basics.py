@@ -30,11 +30,12 @@ numbers. Nothing here asserts on time.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -369,13 +370,17 @@ def launch_rows(budget: Budget) -> List[Row]:
 
 
 # The measurement runs in a fresh interpreter: the "before" figure needs a
-# process in which no mydev kernel has started OpenMP threads yet.
+# process in which no mydev kernel has started OpenMP threads yet. It times
+# with the harness, whose folder and budget it is given.
 _BESIDE_IDLE_DEVICE = """
-import statistics, sys, time
+import json, sys, time
 import torch
 from torch import nn
 
-reps, target_seconds = int(sys.argv[1]), float(sys.argv[2])
+sys.path.insert(0, sys.argv[1])
+from harness import Budget, Timed, median_seconds
+
+budget = Budget(**json.loads(sys.argv[2]))
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(32, 128), nn.GELU(), nn.Linear(128, 32))
 x = torch.randn(64, 32)
@@ -386,35 +391,24 @@ def step():
     opt.step()
     opt.zero_grad(set_to_none=True)
 
-def median_ms():
-    calls = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(calls):
-            step()
-        if time.perf_counter() - start >= target_seconds:
-            break
-        calls *= 2
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        for _ in range(calls):
-            step()
-        times.append((time.perf_counter() - start) / calls * 1e3)
-    return statistics.median(times)
-
-before = median_ms()
+before = median_seconds(Timed(step), budget)
 a = torch.randn(512, 512, device="mydev")
 (a @ a).sum().item()  # a kernel with parallel loops, then the device idles
 time.sleep(0.05)
-print(median_ms(), before)
+print(median_seconds(Timed(step), budget) * 1e3, before * 1e3)
 """
 
 
 def cpu_beside_idle_device_rows(budget: Budget) -> List[Row]:
     progress("CPU code beside an idle device")
     result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(_BESIDE_IDLE_DEVICE), str(budget.reps), str(budget.target_rep_seconds)],
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(_BESIDE_IDLE_DEVICE),
+            os.path.dirname(os.path.abspath(__file__)),
+            json.dumps({f.name: getattr(budget, f.name) for f in fields(Budget)}),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -144,6 +144,17 @@ def compare(mydev: Timed, cpu: Timed, budget: Budget, fixed_calls: Optional[int]
     return statistics.median(samples[0]), statistics.median(samples[1])
 
 
+def median_seconds(timed: Timed, budget: Budget) -> float:
+    """Median seconds per call of ``timed`` alone, for a figure that cannot
+    alternate with its baseline (one that must be taken before something
+    happens in the process and the other after): the first call apart, the
+    calibrated calls per repetition, warm-up repetitions, then the median."""
+    _repetition(timed, 1)
+    calls = _calls_per_rep(timed, budget)
+    samples = [_repetition(timed, calls) for _ in range(budget.warmup_reps + budget.reps)]
+    return statistics.median(samples[budget.warmup_reps :])
+
+
 def mydev_over_cpu(mydev: Optional[float], cpu: Optional[float]) -> Optional[float]:
     """mydev / CPU, or None when either figure is missing or the CPU's is 0."""
     if mydev is None or cpu is None or cpu == 0:
