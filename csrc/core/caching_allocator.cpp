@@ -6,8 +6,8 @@
 #include <c10/util/irange.h>
 
 #include <array>
+#include <atomic>
 #include <iterator>
-#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -119,21 +119,28 @@ class CachingAllocatorImpl final : public c10::DeviceAllocator {
 
  private:
   bool created(c10::DeviceIndex device) {
-    std::lock_guard<std::mutex> lock(caches_mutex_);
-    return caches_[device] != nullptr;
+    return caches_[device].load(std::memory_order_acquire) != nullptr;
   }
 
+  // Every allocation and free looks its device's cache up: once created, a
+  // load, not a lock (a lock here was a second mutex per allocation and per
+  // free, beside the cache's own).
   DeviceCache& cacheFor(c10::DeviceIndex device) {
-    std::lock_guard<std::mutex> lock(caches_mutex_);
-    auto& cache = caches_[device];
+    std::atomic<DeviceCache*>& slot = caches_[device];
+    if (DeviceCache* cache = slot.load(std::memory_order_acquire)) {
+      return *cache;
+    }
+    std::lock_guard<std::mutex> lock(creation_mutex_);
+    DeviceCache* cache = slot.load(std::memory_order_relaxed);
     if (cache == nullptr) {
-      cache = std::make_unique<DeviceCache>(device);
+      cache = new DeviceCache(device);  // lives as long as the allocator
+      slot.store(cache, std::memory_order_release);
     }
     return *cache;
   }
 
-  std::mutex caches_mutex_;
-  std::array<std::unique_ptr<DeviceCache>, kMaxDevices> caches_;
+  std::mutex creation_mutex_;
+  std::array<std::atomic<DeviceCache*>, kMaxDevices> caches_{};
 };
 
 CachingAllocatorImpl& instance() {

@@ -23,8 +23,7 @@ namespace {
 
 constexpr uint32_t kLiveMagic = 0x6d796473;
 constexpr uint32_t kDeadMagic = 0xdead5173;
-constexpr size_t kInitialRingSize = 256;  // a power of two
-// Tasks taken from the ring per lock acquisition.
+// Tasks the executor takes from the queue at a time.
 constexpr size_t kBatch = 32;
 
 std::atomic<uint64_t> g_next_stream_id{0};
@@ -67,9 +66,7 @@ Stream::Stream(Device* device, int priority, bool is_default)
     : magic_(kLiveMagic),
       device_(device),
       priority_(priority),
-      is_default_(is_default),
-      ring_(kInitialRingSize),
-      mask_(kInitialRingSize - 1) {}
+      is_default_(is_default) {}
 
 mydevError_t Stream::create(Device* device, int priority, bool is_default,
                             Stream** out) {
@@ -105,35 +102,19 @@ uint64_t Stream::enqueue(const Task& task) {
   // The device is about to run work on the host's cores: a host thread's
   // idle OpenMP team goes (host_threads.h). Executors keep theirs.
   if (t_executor_of == nullptr) release_host_threads_of_submitter();
-  PendingActivity* activity =
-      activity_enabled() ? activity_begin(task, this) : nullptr;
-  uint64_t sequence;
-  bool wake;
-  {
-    std::lock_guard<std::mutex> lock(queue_mutex_);
-    const uint64_t tail = enqueued_.load(std::memory_order_relaxed);
-    if (tail - head_ == ring_.size()) grow_ring();
-    ring_[tail & mask_] = task;
-    ring_[tail & mask_].activity = activity;
-    sequence = tail + 1;
-    enqueued_.store(sequence, std::memory_order_release);
-    wake = executor_sleeping_;
-  }
+  Task queued = task;
+  queued.activity = activity_enabled() ? activity_begin(task, this) : nullptr;
+  const uint64_t sequence = queue_.push(queued);
   // Only a sleeping executor needs the (comparatively slow) futex wake; a
-  // spinning one sees enqueued_ change.
-  if (wake) work_cv_.notify_one();
-  return sequence;
-}
-
-void Stream::grow_ring() {
-  std::vector<Task> larger(ring_.size() * 2);
-  const size_t larger_mask = larger.size() - 1;
-  const uint64_t tail = enqueued_.load(std::memory_order_relaxed);
-  for (uint64_t i = head_; i < tail; ++i) {
-    larger[i & larger_mask] = ring_[i & mask_];
+  // spinning one sees the queue grow. The push published the task before
+  // this read (both sequentially consistent), and the executor sets the
+  // flag before it looks at the queue a last time: one of them sees the
+  // other. The mutex orders the wake after that look.
+  if (executor_sleeping_.load(std::memory_order_seq_cst)) {
+    { std::lock_guard<std::mutex> lock(sleep_mutex_); }
+    work_cv_.notify_one();
   }
-  ring_.swap(larger);
-  mask_ = larger_mask;
+  return sequence;
 }
 
 void Stream::executor_main() {
@@ -145,50 +126,46 @@ void Stream::executor_main() {
   t_executor_of = this;
 
   Task batch[kBatch];
-  std::unique_lock<std::mutex> lock(queue_mutex_);
   for (;;) {
-    const uint64_t tail = enqueued_.load(std::memory_order_relaxed);
-    if (head_ == tail) {
-      if (stop_) return;
-      // Spin before sleeping: the next launch usually comes within
-      // microseconds, and a futex wake would cost more than the kernel.
-      // spin.h says how long.
-      lock.unlock();
-      const auto start = AdaptiveSpin::Clock::now();
-      const bool arrived = work_spin_.spin(
-          [&] { return enqueued_.load(std::memory_order_acquire) != head_; },
-          start);
-      lock.lock();
-      if (arrived) continue;
-      bool released = false;
-      while (head_ == enqueued_.load(std::memory_order_relaxed) && !stop_) {
-        executor_sleeping_ = true;
-        if (released) {
-          work_cv_.wait(lock);
-        } else if (work_cv_.wait_for(lock, kReleaseHostThreadsAfter) ==
-                   std::cv_status::timeout) {
-          // Idle for a while: give the kernels' host threads back
-          // (host_threads.h). Launches meanwhile find the executor awake and
-          // the loop sees them before it sleeps again.
-          executor_sleeping_ = false;
-          lock.unlock();
-          release_host_threads();
-          lock.lock();
-          released = true;
-        }
-        executor_sleeping_ = false;
-      }
-      work_spin_.record_wait(start);
+    const size_t count = queue_.take(batch, kBatch);
+    if (count == 0) {
+      if (stop_.load(std::memory_order_acquire)) return;
+      wait_for_work();
       continue;
     }
-    const size_t count = size_t(std::min<uint64_t>(tail - head_, kBatch));
-    for (size_t i = 0; i < count; ++i) batch[i] = ring_[(head_ + i) & mask_];
-    const uint64_t first = head_ + 1;
-    head_ += count;
-    lock.unlock();
+    const uint64_t first = queue_.taken() - count + 1;
     for (size_t i = 0; i < count; ++i) execute(batch[i], first + i);
-    lock.lock();
   }
+}
+
+void Stream::wait_for_work() {
+  // Spin before sleeping: the next launch usually comes within
+  // microseconds, and a futex wake would cost more than the kernel. spin.h
+  // says how long.
+  const auto start = AdaptiveSpin::Clock::now();
+  if (work_spin_.spin([&] { return queue_.has_untaken(); }, start)) return;
+  std::unique_lock<std::mutex> lock(sleep_mutex_);
+  bool released = false;
+  for (;;) {
+    executor_sleeping_.store(true, std::memory_order_seq_cst);
+    if (queue_.has_untaken() || stop_.load(std::memory_order_relaxed)) break;
+    if (released) {
+      work_cv_.wait(lock);
+    } else if (work_cv_.wait_for(lock, kReleaseHostThreadsAfter) ==
+               std::cv_status::timeout) {
+      // Idle for a while: give the kernels' host threads back
+      // (host_threads.h). Launches meanwhile find the executor awake and
+      // the loop sees them before it sleeps again.
+      executor_sleeping_.store(false, std::memory_order_relaxed);
+      lock.unlock();
+      release_host_threads();
+      lock.lock();
+      released = true;
+    }
+  }
+  executor_sleeping_.store(false, std::memory_order_relaxed);
+  lock.unlock();
+  work_spin_.record_wait(start);
 }
 
 void Stream::execute(const Task& task, uint64_t sequence) {
@@ -273,7 +250,7 @@ void Stream::run_kernel(const Task& task) {
 // main thread runs static destructors. exit() ends the thread.
 void Stream::park_for_exit() {
   busy_.store(false, std::memory_order_seq_cst);
-  std::unique_lock<std::mutex> lock(queue_mutex_);
+  std::unique_lock<std::mutex> lock(sleep_mutex_);
   for (;;) work_cv_.wait(lock);
 }
 
@@ -305,8 +282,8 @@ void Stream::destroy() {
   // A parked executor never ends: leave the stream to the exiting process.
   if (shutting_down()) return;
   {
-    std::lock_guard<std::mutex> lock(queue_mutex_);
-    stop_ = true;
+    std::lock_guard<std::mutex> lock(sleep_mutex_);
+    stop_.store(true, std::memory_order_release);
   }
   work_cv_.notify_one();
   executor_.join();

@@ -7,63 +7,16 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 #include "mydev_runtime.h"
 #include "spin.h"
+#include "task_queue.h"
 
 namespace mydev_sim {
 
 class Capture;
 class Device;
 struct EventRecord;
-struct PendingActivity;
-
-enum class TaskKind : uint8_t { Kernel, Copy, Fill, EventMarker, WaitEvent };
-
-// Plain data, copied into the stream's ring: enqueueing allocates nothing.
-struct Task {
-  TaskKind kind;
-  int fill_value;
-  const char* name;    // Kernel
-  mydevKernelFn_t fn;  // Kernel
-  void* dst;           // Kernel: user_data
-  const void* src;
-  size_t count;
-  EventRecord* record;  // EventMarker, WaitEvent: owns one reference
-  // Set by enqueue while activity recording is on (activity.h); owned.
-  PendingActivity* activity;
-  // Kernel from mydevLaunchKernelEx: called on user_data once the kernel
-  // cannot run any more (nullptr: fn consumes its data).
-  mydevKernelFn_t release;
-
-  static Task kernel(const char* name, mydevKernelFn_t fn, void* user_data,
-                     mydevKernelFn_t release = nullptr) {
-    return Task{TaskKind::Kernel, 0, name,    fn,      user_data,
-                nullptr,          0, nullptr, nullptr, release};
-  }
-  static Task copy(void* dst, const void* src, size_t count) {
-    return Task{TaskKind::Copy, 0, nullptr, nullptr, dst, src, count, nullptr};
-  }
-  static Task fill(void* dst, int value, size_t count) {
-    return Task{TaskKind::Fill, value, nullptr, nullptr, dst,
-                nullptr,        count, nullptr};
-  }
-  static Task marker(EventRecord* record) {
-    return Task{TaskKind::EventMarker,
-                0,
-                nullptr,
-                nullptr,
-                nullptr,
-                nullptr,
-                0,
-                record};
-  }
-  static Task wait_event(EventRecord* record) {
-    return Task{
-        TaskKind::WaitEvent, 0, nullptr, nullptr, nullptr, nullptr, 0, record};
-  }
-};
 
 // Reference counted: event records keep their stream alive after
 // mydevStreamDestroy, so that querying such an event stays valid.
@@ -96,9 +49,7 @@ class Stream {
   void set_capture(Capture* capture) {
     capture_.store(capture, std::memory_order_release);
   }
-  uint64_t enqueued() const {
-    return enqueued_.load(std::memory_order_acquire);
-  }
+  uint64_t enqueued() const { return queue_.pushed(); }
   uint64_t completed() const {
     return completed_.load(std::memory_order_acquire);
   }
@@ -126,7 +77,8 @@ class Stream {
   void execute(const Task& task, uint64_t sequence);
   void run_kernel(const Task& task);
   [[noreturn]] void park_for_exit();
-  void grow_ring();
+  // Spins, then sleeps, until a task is queued or the stream stops.
+  void wait_for_work();
 
   std::atomic<uint32_t> magic_;
   Device* const device_;
@@ -135,15 +87,15 @@ class Stream {
   std::atomic<int> refs_{1};
   std::atomic<Capture*> capture_{nullptr};
 
-  std::mutex queue_mutex_;
-  std::condition_variable work_cv_;
-  std::vector<Task> ring_;  // indexed by sequence & mask
-  size_t mask_;
-  uint64_t head_ = 0;  // tasks taken by the executor
-  std::atomic<uint64_t> enqueued_{0};
-  bool executor_sleeping_ = false;
+  TaskQueue queue_;
   AdaptiveSpin work_spin_;  // the executor waiting for work
-  bool stop_ = false;
+  // The executor's sleep. Launching threads read the flag at every launch
+  // and take the mutex only to wake it (see enqueue), so the flag sits on a
+  // line the executor writes only when it falls asleep or wakes.
+  alignas(64) std::atomic<bool> executor_sleeping_{false};
+  std::atomic<bool> stop_{false};
+  std::mutex sleep_mutex_;
+  std::condition_variable work_cv_;
 
   // Written by the executor after every task: kept off the cache line that
   // enqueueing threads write.

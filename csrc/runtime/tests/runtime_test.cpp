@@ -693,6 +693,19 @@ void test_streams_and_ordering() {
   CHECK((order == std::vector<int>{1, 42}));
   CHECK_OK(mydevStreamQuery(stream));
 
+  // Order holds across the blocks of the task queue, which grows behind a
+  // slow task while the executor reads it (task_queue.h).
+  std::vector<int> ran_in_order;
+  CHECK_OK(launch(stream, "hold", [] { sleep_ms(20); }));
+  for (int i = 0; i < 1000; ++i) {
+    CHECK_OK(launch(stream, "append",
+                    [&ran_in_order, i] { ran_in_order.push_back(i); }));
+  }
+  CHECK_OK(mydevStreamSynchronize(stream));
+  std::vector<int> expected(1000);
+  for (int i = 0; i < 1000; ++i) expected[i] = i;
+  CHECK(ran_in_order == expected);
+
   int device = -1;
   int priority = 5;
   CHECK_OK(mydevStreamGetDevice(stream, &device));
