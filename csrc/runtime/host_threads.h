@@ -9,7 +9,8 @@
 // makes true: each region then pays a futex wake-up. Measured on a 2-core
 // host: an eager CPU training step of a small MLP took 0.43 ms before any
 // mydev kernel and 1.50 ms after one mydev matmul, for the rest of the
-// process (tests/test_host_threads.py reproduces it).
+// process. benchmarks/device_basics.py measures it ("CPU code beside an
+// idle device"); tests/test_host_threads.py checks that the teams go.
 //
 // Both sides give their team back when it is idle, since the two mostly
 // take turns (a phase of CPU work, then of device work):
