@@ -92,16 +92,19 @@ class _Recorded:
     running them (as on cuda): the first replay is the one execution of the
     call that records it."""
 
-    def __init__(self, model: Callable, inputs: List[Any], static_idxs: frozenset, pool, outputs_in_place: bool):
+    def __init__(
+        self, model: Callable, inputs: List[Any], static_tensor_idxs: List[int], pool, outputs_in_place: bool
+    ) -> None:
         # What a replay checks and copies, found once: a decode step has a
         # few inputs to copy among dozens of parameters and buffers.
-        self.copied_idxs = [i for i, x in enumerate(inputs) if i not in static_idxs and isinstance(x, torch.Tensor)]
-        self.static_idxs = sorted(i for i in static_idxs if isinstance(inputs[i], torch.Tensor))
+        self.static_idxs = static_tensor_idxs
+        static = frozenset(static_tensor_idxs)
+        self.copied_idxs = [i for i, x in enumerate(inputs) if i not in static and isinstance(x, torch.Tensor)]
         self.static_data_ptrs = [inputs[i].data_ptr() for i in self.static_idxs]
         # Static inputs are read where the caller holds them (each call
         # checks their addresses); holding them here too would keep a
         # training forward's outputs, which its backward reads, in use.
-        recording_inputs = [x if i in static_idxs else _static_copy(x) for i, x in enumerate(inputs)]
+        recording_inputs = [x if i in static else _static_copy(x) for i, x in enumerate(inputs)]
         self.inputs = {i: recording_inputs[i] for i in self.copied_idxs}
         side = torch.mydev.Stream()
         side.wait_stream(torch.mydev.current_stream())
@@ -209,17 +212,19 @@ class MydevGraphPolicy(CUDAGraphPolicy):
         # and buffers keep theirs: Dynamo guards their metadata) and of the
         # integer ones (Inductor lists a backward's sizes among its static
         # inputs under dynamic shapes), each with the addresses of the static
-        # inputs it read. Which inputs those are is read off the first call.
+        # inputs it read. Which inputs those are is read off the first call
+        # (example_inputs need not line up with the runtime inputs).
         signature_idxs: List[int] = []
+        static_tensor_idxs: List[int] = []
         recorded: Dict[Tuple[Any, ...], List[_Recorded]] = {}
         uncaptured_logged = False
 
         def run(inputs: List[Any]) -> List[Any]:
             nonlocal uncaptured_logged
             if not recorded:
-                signature_idxs[:] = [
-                    i for i, x in enumerate(inputs) if i not in static_idxs or not isinstance(x, torch.Tensor)
-                ]
+                for i, x in enumerate(inputs):
+                    static_tensor = i in static_idxs and isinstance(x, torch.Tensor)
+                    (static_tensor_idxs if static_tensor else signature_idxs).append(i)
             key = _signature([inputs[i] for i in signature_idxs])
             graphs = recorded.get(key)
             if graphs is None:
@@ -246,7 +251,7 @@ class MydevGraphPolicy(CUDAGraphPolicy):
             if entry is None:
                 log.info("recording a %s graph for input signature %s", DEVICE_NAME, key)
                 with torch.mydev.device(device_index):
-                    entry = _Recorded(model, list(inputs), static_idxs, pool, outputs_in_place)
+                    entry = _Recorded(model, list(inputs), static_tensor_idxs, pool, outputs_in_place)
                 graphs.append(entry)
             outputs = entry.run(inputs)
             inputs.clear()

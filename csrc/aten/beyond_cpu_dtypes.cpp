@@ -253,21 +253,28 @@ std::string baseName(const c10::OperatorName& name) {
                                                : full;
 }
 
+// An operator's entries in the two tables (null: not in it).
+struct TableEntries {
+  const DtypeSet* widened = nullptr;
+  const OwnKernel* own = nullptr;
+};
+
+TableEntries tableEntriesOf(const c10::OperatorHandle& op) {
+  const std::string name = baseName(op.operator_name());
+  const auto widened = widenedOps().find(name);
+  const auto own = ownKernels().find(name);
+  return {widened == widenedOps().end() ? nullptr : &widened->second,
+          own == ownKernels().end() ? nullptr : &own->second};
+}
+
 }  // namespace
 
 std::optional<HostKernel> kernelBeyondCpuDtypes(
     const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
-  // Most ops are in neither table: remembered per operator (and thread, to
-  // take no lock), as every op on the device-kernel path asks.
-  thread_local std::unordered_set<const c10::FunctionSchema*> in_no_table;
-  if (in_no_table.count(&op.schema()) != 0) {
-    return std::nullopt;
-  }
-  const std::string name = baseName(op.operator_name());
-  const auto widened_entry = widenedOps().find(name);
-  const auto own_entry = ownKernels().find(name);
-  if (widened_entry == widenedOps().end() && own_entry == ownKernels().end()) {
-    in_no_table.insert(&op.schema());
+  // Most ops are in neither table, and every op on the device-kernel path
+  // asks: the entries are looked up once per operator.
+  const TableEntries& entries = operatorFact<&tableEntriesOf>(op);
+  if (entries.widened == nullptr && entries.own == nullptr) {
     return std::nullopt;
   }
   DtypeSet widened;
@@ -275,8 +282,8 @@ std::optional<HostKernel> kernelBeyondCpuDtypes(
   for (const c10::IValue& arg : args) {
     forEachTensor(arg, [&](const at::Tensor& t) {
       if (!first_type.has_value()) first_type = t.scalar_type();
-      if (widened_entry != widenedOps().end() &&
-          widened_entry->second.count(t.scalar_type())) {
+      if (entries.widened != nullptr &&
+          entries.widened->count(t.scalar_type())) {
         widened.insert(t.scalar_type());
       }
     });
@@ -285,10 +292,10 @@ std::optional<HostKernel> kernelBeyondCpuDtypes(
     return std::nullopt;
   }
   void (*inner)(const c10::OperatorHandle&, Stack*) = &callCpuKernel;
-  if (own_entry != ownKernels().end() &&
-      own_entry->second.applies(
-          widened.count(*first_type) ? widerType(*first_type) : *first_type)) {
-    inner = own_entry->second.run;
+  if (entries.own != nullptr &&
+      entries.own->applies(widened.count(*first_type) ? widerType(*first_type)
+                                                      : *first_type)) {
+    inner = entries.own->run;
   }
   if (widened.empty() && inner == &callCpuKernel) {
     return std::nullopt;

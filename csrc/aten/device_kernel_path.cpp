@@ -56,11 +56,37 @@ bool readsHostScalars(const c10::OperatorName& name) {
   return name.name.rfind("aten::_foreach_", 0) == 0;
 }
 
+// What the path asks about an ATen operator on each call, beyond its
+// arguments: fixed for the operator, so read once (operatorFact).
+struct OperatorTraits {
+  // Returns host values, or outputs whose shapes depend on the data.
+  bool synchronous;
+  bool takes_generator;
+  bool accepts_host_indices;
+  bool reads_host_scalars;
+  // The out= overload whose CPU kernel writes into the outputs it is given
+  // (one that copies the functional kernel's results does nothing the
+  // device needs).
+  std::optional<c10::OperatorHandle> writing_out_variant;
+};
+
+OperatorTraits traitsOf(const c10::OperatorHandle& op) {
+  std::optional<c10::OperatorHandle> out_variant = outVariantOf(op);
+  if (out_variant.has_value() && outVariantCopiesResults(*out_variant)) {
+    out_variant.reset();
+  }
+  return {!returnsOnlyTensors(op.schema()) ||
+              outputsShapedByTheData(op.operator_name()),
+          takesGenerator(op.schema()), acceptsHostIndices(op.operator_name()),
+          readsHostScalars(op.operator_name()), out_variant};
+}
+
 // The mydev device of the call: its mydev tensors' device or, for factory
 // functions, the device argument. Moves host index tensors to it where the
 // op allows that and rejects any other mix of devices; 0-dim CPU tensors
 // mix freely, as with cuda.
-c10::Device resolveDevice(const c10::OperatorHandle& op, Stack* stack,
+c10::Device resolveDevice(const c10::OperatorHandle& op,
+                          const OperatorTraits& traits, Stack* stack,
                           size_t first_arg) {
   const c10::FunctionSchema& schema = op.schema();
   std::optional<c10::Device> device;
@@ -96,18 +122,16 @@ c10::Device resolveDevice(const c10::OperatorHandle& op, Stack* stack,
   if (all_on_device) {
     return *device;  // the usual call: nothing to move or reject
   }
-  const bool host_indices_ok = acceptsHostIndices(op.operator_name());
-  const bool host_scalars_ok = readsHostScalars(op.operator_name());
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     c10::IValue& arg = (*stack)[first_arg + i];
     arg = mapTensors(arg, [&](const at::Tensor& t) {
       if (!t.defined() || t.device() == *device) {
         return t;
       }
-      if (t.device().is_cpu() && (t.dim() == 0 || host_scalars_ok)) {
+      if (t.device().is_cpu() && (t.dim() == 0 || traits.reads_host_scalars)) {
         return t;
       }
-      if (t.device().is_cpu() && host_indices_ok) {
+      if (t.device().is_cpu() && traits.accepts_host_indices) {
         return t.to(*device);
       }
       throwDeviceMismatch(*device, t.device());
@@ -215,7 +239,8 @@ at::Tensor toDeviceKeepingLayout(const at::Tensor& t, c10::Device device) {
 // Data-dependent shapes and host-valued results: run the CPU kernel as a
 // kernel, wait for it, and bring tensor results back to the device. An
 // exception keeps its Python type (IndexError stays IndexError).
-void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
+void runAndSynchronize(const c10::OperatorHandle& op,
+                       const OperatorTraits& traits, Stack* stack,
                        size_t first_arg, c10::Device device) {
   const c10::FunctionSchema& schema = op.schema();
   const size_t n_args = schema.arguments().size();
@@ -226,7 +251,7 @@ void runAndSynchronize(const c10::OperatorHandle& op, Stack* stack,
   const std::vector<c10::IValue> device_args(stack->begin() + first_arg,
                                              stack->end());
   const RandomDraws draws{
-      device.index(), takesGenerator(schema) ? largestNumel(device_args) : 0};
+      device.index(), traits.takes_generator ? largestNumel(device_args) : 0};
   // out= arguments get host tensors the CPU kernel may resize (host views
   // of device memory cannot grow); their contents go to the device after.
   std::vector<std::pair<size_t, at::Tensor>> host_outs;
@@ -337,10 +362,11 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
     runOnCpuIfAllowed(op, stack, why.c_str());
     return;
   }
+  const OperatorTraits& traits = operatorFact<&traitsOf>(op);
   const c10::FunctionSchema& schema = op.schema();
   const size_t n_args = schema.arguments().size();
   const size_t first_arg = stack->size() - n_args;
-  const c10::Device device = resolveDevice(op, stack, first_arg);
+  const c10::Device device = resolveDevice(op, traits, stack, first_arg);
   TORCH_CHECK_NOT_IMPLEMENTED(
       op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU), kDeviceName,
       " has no kernel for ", op.operator_name(),
@@ -349,9 +375,8 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const c10::DeviceGuard guard(device);
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
 
-  if (!returnsOnlyTensors(schema) ||
-      outputsShapedByTheData(op.operator_name())) {
-    runAndSynchronize(op, stack, first_arg, device);
+  if (traits.synchronous) {
+    runAndSynchronize(op, traits, stack, first_arg, device);
     return;
   }
 
@@ -364,7 +389,7 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
     // that can't handle this call: compute synchronously instead. Genuine
     // input errors are raised again from there, by the CPU kernel, with
     // the CPU's exception type.
-    runAndSynchronize(op, stack, first_arg, device);
+    runAndSynchronize(op, traits, stack, first_arg, device);
     return;
   }
 
@@ -395,7 +420,7 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   // order (random offsets are reserved here).
   const RandomDraws draws{
       device.index(),
-      takesGenerator(schema)
+      traits.takes_generator
           ? std::max(largestNumel(device_args), largestNumel(outputs.values))
           : 0};
   Stack kernel_stack;
@@ -411,14 +436,10 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const std::optional<HostKernel> beyond_cpu =
       kernelBeyondCpuDtypes(op, device_args);
   if (outputs.fresh) {
-    // An out= overload can't take an absent output, and one that copies
-    // the functional kernel's results does nothing the device needs; then
-    // the functional overload runs (runIntoOutputs).
+    // An out= overload can't take an absent output; without one that
+    // writes, the functional overload runs (runIntoOutputs).
     if (!outputs.some_undefined && !beyond_cpu.has_value()) {
-      out_variant = outVariantOf(op);
-      if (out_variant.has_value() && outVariantCopiesResults(*out_variant)) {
-        out_variant.reset();
-      }
+      out_variant = traits.writing_out_variant;
     }
     // With an out= overload the outputs are its last arguments; without,
     // the kernel copies into them.

@@ -14,6 +14,7 @@
 #include "../core/vector_isa.h"
 #include "../runtime/mydev_runtime.h"
 #include "kernel_launch.h"
+#include "op_schema.h"
 
 namespace mydev {
 namespace {
@@ -27,7 +28,8 @@ bool isUnary(Arithmetic op) {
 // The overloads that compute `self op other` (or `op self`), functional,
 // in-place and out=; div's rounding modes are not true division and stay
 // with ATen.
-std::optional<Arithmetic> arithmeticOf(const c10::OperatorName& name) {
+std::optional<Arithmetic> arithmeticOf(const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.operator_name();
   static const std::unordered_map<std::string, Arithmetic> binary = {
       {"aten::add", Arithmetic::Add}, {"aten::add_", Arithmetic::Add},
       {"aten::sub", Arithmetic::Sub}, {"aten::sub_", Arithmetic::Sub},
@@ -274,7 +276,7 @@ std::atomic<int64_t> launches{0};
 bool launchNativeElementwise(const c10::OperatorHandle& op,
                              c10::ArrayRef<c10::IValue> device_args,
                              const at::Tensor& result) {
-  const std::optional<Arithmetic> arithmetic = arithmeticOf(op.operator_name());
+  const std::optional<Arithmetic>& arithmetic = operatorFact<&arithmeticOf>(op);
   if (!arithmetic.has_value() || !result.defined() ||
       !result.device().is_privateuseone() ||
       !supportedDtype(result.scalar_type()) ||

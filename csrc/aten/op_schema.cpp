@@ -96,6 +96,29 @@ std::optional<c10::OperatorHandle> outOverloadBySchema(
   return std::nullopt;
 }
 
+std::optional<c10::OperatorHandle> findOutVariant(
+    const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.operator_name();
+  if (outVariantMisbehaves(name)) {
+    return std::nullopt;
+  }
+  for (const std::string& overload :
+       {name.overload_name.empty() ? std::string("out")
+                                   : name.overload_name + "_out",
+        std::string("out")}) {
+    auto candidate =
+        c10::Dispatcher::singleton().findSchema({name.name, overload});
+    if (candidate.has_value() &&
+        outSchemaExtends(op.schema(), candidate->schema())) {
+      return candidate;
+    }
+  }
+  if (isStructuredFunctional(op)) {
+    return outOverloadBySchema(op);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool outputsShapedByTheData(const c10::OperatorName& name) {
@@ -151,39 +174,7 @@ std::optional<size_t> aliasedArgument(const c10::FunctionSchema& schema,
 }
 
 std::optional<c10::OperatorHandle> outVariantOf(const c10::OperatorHandle& op) {
-  // Per thread, like the metadata cache: every op on the device-kernel path
-  // asks, and a shared cache would need a lock on that path. The schema's
-  // address is the key: ATen's operators are never deregistered.
-  thread_local std::unordered_map<const c10::FunctionSchema*,
-                                  std::optional<c10::OperatorHandle>>
-      cache;
-  const c10::OperatorName& name = op.operator_name();
-  auto cached = cache.find(&op.schema());
-  if (cached != cache.end()) {
-    return cached->second;
-  }
-  std::optional<c10::OperatorHandle> found;
-  if (outVariantMisbehaves(name)) {
-    cache.emplace(&op.schema(), found);
-    return found;
-  }
-  for (const std::string& overload :
-       {name.overload_name.empty() ? std::string("out")
-                                   : name.overload_name + "_out",
-        std::string("out")}) {
-    auto candidate =
-        c10::Dispatcher::singleton().findSchema({name.name, overload});
-    if (candidate.has_value() &&
-        outSchemaExtends(op.schema(), candidate->schema())) {
-      found = candidate;
-      break;
-    }
-  }
-  if (!found.has_value() && isStructuredFunctional(op)) {
-    found = outOverloadBySchema(op);
-  }
-  cache.emplace(&op.schema(), found);
-  return found;
+  return operatorFact<&findOutVariant>(op);
 }
 
 }  // namespace mydev

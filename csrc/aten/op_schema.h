@@ -7,8 +7,30 @@
 #include <ATen/core/function_schema.h>
 
 #include <optional>
+#include <type_traits>
+#include <unordered_map>
 
 namespace mydev {
+
+// What `compute(op)` says about an operator, computed once per thread:
+// what an operator's name and schema say never changes while it is
+// registered.
+//  - The schema's address is the key, so only torch's own operators
+//    (aten::, prims::), never deregistered, may be asked about: a custom
+//    op's schema could be freed and its address reused by another op.
+//  - Per thread: every op on the device-kernel path asks, and a table
+//    shared between threads would need a lock on that path.
+template <auto compute>
+const auto& operatorFact(const c10::OperatorHandle& op) {
+  using Fact = std::decay_t<decltype(compute(op))>;
+  thread_local std::unordered_map<const c10::FunctionSchema*, Fact> facts;
+  const c10::FunctionSchema* const key = &op.schema();
+  auto found = facts.find(key);
+  if (found == facts.end()) {
+    found = facts.emplace(key, compute(op)).first;
+  }
+  return found->second;
+}
 
 enum class ArgumentKind { Device, Generator, Other };
 ArgumentKind argumentKind(const c10::Argument& argument);

@@ -3,8 +3,9 @@
 //
 // One mutex used to guard the queue on both sides. Its cache line then
 // moved between the host's core and the executor's at every launch, and a
-// launch often found the executor holding it: lock and unlock were a tenth
-// of a one-element op's host time (perf, bmm on 1x1x1 tensors). Now only
+// launch often found the executor holding it (perf, bmm on 1x1x1 tensors:
+// lock and unlock, of this queue and the allocator together, were 8% of the
+// process's samples, of which the launching thread had 57%). Now only
 // launching threads share a mutex, which one launching thread finds where
 // it left it; the executor sees a task once `pushed()` counts it.
 //
