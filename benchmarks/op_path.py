@@ -1,5 +1,7 @@
 """Where the time of one small eager op goes: ``x * 2`` on a one-element
-float32 tensor, on mydev against the CPU, split into the steps of the
+float32 tensor (the device's own elementwise kernel), and
+``x.index_select(0, idx)`` (the generic path: a CPU kernel launched over
+host views), on mydev against the CPU, split into the steps of the
 device-kernel path. Information, no target.
 
 Rows (us per op, medians of repetitions of many ops then one synchronize):
@@ -27,7 +29,7 @@ import statistics
 import sys
 import threading
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List
 
 import torch
 
@@ -74,39 +76,71 @@ def _per_op(op: Callable[[], object], sync: Callable[[], None], calls: int, reps
     }
 
 
-def measure(calls: int, reps: int) -> List[dict]:
+def _row(op: str, what: str, value: float, baseline: float, compares: str) -> dict:
+    return {
+        "op": op,
+        "what": what,
+        "us": value,
+        "report": [report_entry(f"{op} path: {what}, / CPU op", value / baseline, None, "lower", "-", compares)],
+    }
+
+
+def _op_rows(op: str, make: Callable[[str], Callable[[], object]], calls: int, reps: int) -> List[dict]:
+    """The op on the CPU, on mydev (wall, host thread, executor) and on the
+    meta device; ``make(device)`` builds it over inputs made on that device."""
+
     def no_sync() -> None:
         pass
 
     def mydev_sync() -> None:
         torch.mydev.synchronize()
 
-    on_cpu, on_mydev, on_meta = (torch.ones(1, device=d) for d in ("cpu", "mydev", "meta"))
-    cpu = _per_op(lambda: on_cpu * 2, no_sync, calls, reps)
-    mydev = _per_op(lambda: on_mydev * 2, mydev_sync, calls, reps)
-    meta = _per_op(lambda: on_meta * 2, no_sync, calls, reps)
+    cpu = _per_op(make("cpu"), no_sync, calls, reps)
+    mydev = _per_op(make("mydev"), mydev_sync, calls, reps)
+    meta = _per_op(make("meta"), no_sync, calls, reps)
+    base = cpu["wall"]
+    return [
+        _row(op, "CPU op, wall", cpu["wall"], base, "the baseline itself"),
+        _row(op, "CPU op, thread CPU", cpu["host"], base, "what the CPU op costs its thread"),
+        _row(op, "mydev op, wall", mydev["wall"], base, "the same op on mydev, N calls then synchronize"),
+        _row(op, "mydev op, host thread CPU", mydev["host"], base, "what the issuing thread spends per op"),
+        _row(
+            op,
+            "mydev op, executor CPU",
+            mydev["executor"],
+            base,
+            "what the stream's executor spends per op (the kernel)",
+        ),
+        _row(op, "meta op (dispatch + Meta kernel)", meta["wall"], base, f"{op} on the meta device"),
+    ]
+
+
+def _times_two(device: str) -> Callable[[], object]:
+    x = torch.ones(1, device=device)
+    return lambda: x * 2
+
+
+def _index_select(device: str) -> Callable[[], object]:
+    x = torch.ones(4, device=device)
+    index = torch.zeros(1, dtype=torch.long, device=device)
+    return lambda: x.index_select(0, index)
+
+
+def measure(calls: int, reps: int) -> List[dict]:
+    times_two = _op_rows("x * 2", _times_two, calls, reps)
+    index_select = _op_rows("index_select", _index_select, calls, reps)
+    cpu_wall = times_two[0]["us"]
+
+    def mydev_sync() -> None:
+        torch.mydev.synchronize()
+
     empty = _per_op(lambda: torch.empty(1, device="mydev"), mydev_sync, calls, reps)
     launch = _per_op(lambda: torch.mydev._sleep(0), mydev_sync, calls, reps)
-
-    def row(what: str, value: Optional[float], compares: str) -> dict:
-        return {
-            "what": what,
-            "us": value,
-            "report": [
-                report_entry(f"x * 2 path: {what}, / CPU op", value / cpu["wall"], None, "lower", "-", compares)
-            ],
-        }
-
-    return [
-        row("CPU op, wall", cpu["wall"], "the baseline itself"),
-        row("CPU op, thread CPU", cpu["host"], "what the CPU op costs its thread"),
-        row("mydev op, wall", mydev["wall"], "the same op on mydev, N calls then synchronize"),
-        row("mydev op, host thread CPU", mydev["host"], "what the issuing thread spends per op"),
-        row("mydev op, executor CPU", mydev["executor"], "what the stream's executor spends per op (the kernel)"),
-        row("meta op (dispatch + Meta kernel)", meta["wall"], "x * 2 on the meta device"),
-        row("torch.empty(1) on mydev", empty["wall"], "the allocation step, with its own dispatch"),
-        row("empty kernel launch", launch["wall"], "torch.mydev._sleep(0): binding and enqueue"),
+    steps = [
+        _row("x * 2", "torch.empty(1) on mydev", empty["wall"], cpu_wall, "the allocation step, with its own dispatch"),
+        _row("x * 2", "empty kernel launch", launch["wall"], cpu_wall, "torch.mydev._sleep(0): binding and enqueue"),
     ]
+    return times_two + steps + index_select
 
 
 def main() -> int:
@@ -119,10 +153,12 @@ def main() -> int:
     calls, reps = (20_000, 5) if args.quick else (50_000, 9)
     rows = measure(calls, reps)
     width = max(len(row["what"]) for row in rows)
-    print(f"{'x * 2, one element':{width}}  us/op  / CPU op")
-    for row in rows:
-        print(f"{row['what']:{width}}  {row['us']:5.2f}  {row['report'][0]['ratio']:7.2f}")
-    print(f"\n{calls} ops per repetition, median of {reps}; load average {[round(v, 2) for v in os.getloadavg()]}")
+    for op in dict.fromkeys(row["op"] for row in rows):
+        print(f"{op + ', one element':{width}}  us/op  / CPU op")
+        for row in (row for row in rows if row["op"] == op):
+            print(f"{row['what']:{width}}  {row['us']:5.2f}  {row['report'][0]['ratio']:7.2f}")
+        print()
+    print(f"{calls} ops per repetition, median of {reps}; load average {[round(v, 2) for v in os.getloadavg()]}")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"benchmark": "op_path", "rows": rows}, handle, indent=2)
