@@ -85,19 +85,20 @@ def _row(op: str, what: str, value: float, baseline: float, compares: str) -> di
     }
 
 
+def _no_sync() -> None:
+    pass
+
+
+def _mydev_sync() -> None:
+    torch.mydev.synchronize()
+
+
 def _op_rows(op: str, make: Callable[[str], Callable[[], object]], calls: int, reps: int) -> List[dict]:
     """The op on the CPU, on mydev (wall, host thread, executor) and on the
     meta device; ``make(device)`` builds it over inputs made on that device."""
-
-    def no_sync() -> None:
-        pass
-
-    def mydev_sync() -> None:
-        torch.mydev.synchronize()
-
-    cpu = _per_op(make("cpu"), no_sync, calls, reps)
-    mydev = _per_op(make("mydev"), mydev_sync, calls, reps)
-    meta = _per_op(make("meta"), no_sync, calls, reps)
+    cpu = _per_op(make("cpu"), _no_sync, calls, reps)
+    mydev = _per_op(make("mydev"), _mydev_sync, calls, reps)
+    meta = _per_op(make("meta"), _no_sync, calls, reps)
     base = cpu["wall"]
     return [
         _row(op, "CPU op, wall", cpu["wall"], base, "the baseline itself"),
@@ -130,12 +131,8 @@ def measure(calls: int, reps: int) -> List[dict]:
     times_two = _op_rows("x * 2", _times_two, calls, reps)
     index_select = _op_rows("index_select", _index_select, calls, reps)
     cpu_wall = times_two[0]["us"]
-
-    def mydev_sync() -> None:
-        torch.mydev.synchronize()
-
-    empty = _per_op(lambda: torch.empty(1, device="mydev"), mydev_sync, calls, reps)
-    launch = _per_op(lambda: torch.mydev._sleep(0), mydev_sync, calls, reps)
+    empty = _per_op(lambda: torch.empty(1, device="mydev"), _mydev_sync, calls, reps)
+    launch = _per_op(lambda: torch.mydev._sleep(0), _mydev_sync, calls, reps)
     steps = [
         _row("x * 2", "torch.empty(1) on mydev", empty["wall"], cpu_wall, "the allocation step, with its own dispatch"),
         _row("x * 2", "empty kernel launch", launch["wall"], cpu_wall, "torch.mydev._sleep(0): binding and enqueue"),
