@@ -182,3 +182,75 @@ def test_convolution_training_in_a_plain_script_computes_in_place():
     assert result.returncode == 0, result.stderr
     in_place, copied = map(int, result.stdout.split()[-2:])
     assert copied == 0 and in_place >= 4, result.stdout
+
+
+CLONE_THEN_IN_PLACE = {
+    # Ops whose composite kernel is a clone and the in-place op: on mydev
+    # they run as one kernel (csrc/aten/composite_routing.cpp).
+    "index_fill": lambda t, mask, index: t.index_fill(1, index, -1.5),
+    "index_fill with a tensor value": lambda t, mask, index: t.index_fill(0, index[:1], t.new_tensor(2.0)),
+    "masked_fill": lambda t, mask, index: t.masked_fill(mask, -1.5),
+    "masked_fill broadcast mask": lambda t, mask, index: t.masked_fill(mask[:1], 3.0),
+    "masked_fill transposed": lambda t, mask, index: t.t().masked_fill(mask.t(), 3.0),
+    "masked_fill with a tensor value": lambda t, mask, index: t.masked_fill(mask, t.new_tensor(0.25)),
+    "masked_scatter": lambda t, mask, index: t.masked_scatter(mask, t * 3),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("op", CLONE_THEN_IN_PLACE, ids=str)
+def test_clone_then_in_place_ops_are_one_kernel_computing_in_place(op, dtype):
+    fn = CLONE_THEN_IN_PLACE[op]
+    g = torch.Generator(device=D).manual_seed(3)
+    t = (torch.randn(6, 6, device=D, generator=g) * 4).to(dtype)
+    mask = torch.rand(6, 6, device=D, generator=g) > 0.5
+    index = torch.randint(0, 6, (3,), device=D, generator=g)
+    fn(t, mask, index)
+    result, counts = placement(lambda: fn(t, mask, index))
+    assert counts == {"in_place": 1, "copied": 0}
+    expected = fn(t.cpu(), mask.cpu(), index.cpu())
+    assert_close_to_cpu(result, expected, exact=True)
+    assert result.stride() == expected.stride()
+
+
+def test_clone_then_in_place_ops_keep_autograd_and_the_cpu_errors():
+    a_cpu = torch.randn(4, 4)
+    mask_cpu = torch.arange(16).view(4, 4) % 3 == 0
+    grads = {}
+    for device in ("cpu", D):
+        a = a_cpu.clone().to(device).requires_grad_()
+        mask = mask_cpu.to(device)
+        source = torch.arange(16.0, device=device, requires_grad=True)
+        loss = a.masked_fill(mask, 0.5).pow(2).sum() + a.index_fill(0, mask.nonzero()[:1, 0], 0.0).sum()
+        (loss + a.masked_scatter(mask, source).pow(2).sum()).backward()
+        grads[device] = (a.grad, source.grad)
+    assert_close_to_cpu(grads[D], grads["cpu"], rtol=1e-6, atol=1e-6)
+    a = a_cpu.to(D)
+    with pytest.raises(RuntimeError, match="only supports boolean masks"):
+        a.masked_fill(mask_cpu.float().to(D), 1.0)
+    with pytest.raises(IndexError, match="out of bounds"):
+        a.index_fill(0, torch.tensor([7], device=D), 1.0)
+        torch.mydev.synchronize()
+    assert_device_still_usable()
+
+
+def test_attention_mask_fill_is_one_device_kernel_in_a_plain_script():
+    result = run_python(
+        """
+        import torch
+        from torch.profiler import profile, ProfilerActivity
+        scores = torch.randn(2, 4, 8, 8, device="mydev")
+        causal = torch.ones(8, 8, dtype=torch.bool, device="mydev").triu(1)
+        masked = scores.masked_fill(causal, float("-inf"))
+        torch.mydev.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            masked = scores.masked_fill(causal, float("-inf"))
+            torch.mydev.synchronize()
+        expected = scores.cpu().masked_fill(causal.cpu(), float("-inf"))
+        assert torch.equal(masked.cpu(), expected), "values"
+        kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+        print(kernels)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "['aten::masked_fill']", result.stdout

@@ -15,6 +15,12 @@
 //    kernel uses `out` as scratch of the input's shape (resizing a 0-dim
 //    output, with a deprecation warning); the device-kernel path runs the
 //    functional CPU kernel instead (see outVariantMisbehaves).
+//  - index_fill, masked_fill, masked_scatter: their composite kernels are a
+//    clone and the in-place op, which on a device are two dispatches and two
+//    launches. Routed whole, they are one launch whose kernel runs the same
+//    composite over host views (the clone's allocation lands in the output,
+//    cpu_allocation_redirect.h): an attention mask's masked_fill costs one
+//    launch, as the CPU pays one call.
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
@@ -79,8 +85,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_backward_overrideable", convolutionBackwardOverrideable);
   m.impl("_batch_norm_no_update",
          torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
-  for (const char* name : {"mse_loss", "native_layer_norm", "native_group_norm",
-                           "addr", "mode.values", "conj_physical_"}) {
+  for (const char* name :
+       {"mse_loss", "native_layer_norm", "native_group_norm", "addr",
+        "mode.values", "conj_physical_", "index_fill.int_Scalar",
+        "index_fill.int_Tensor", "masked_fill.Scalar", "masked_fill.Tensor",
+        "masked_scatter"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
   }
 }
