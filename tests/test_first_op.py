@@ -23,6 +23,9 @@ y = x * 2
 z = x + y
 s = z.sum(dim=1)
 p = torch.softmax(z, dim=-1)
+mask = x > 0
+filled = x.masked_fill(mask, 0.0)
+equal = x == y / 2
 cpu_linear = torch.nn.Linear(8, 3)
 linear = copy.deepcopy(cpu_linear).to("mydev")
 out = torch.relu(linear(x))
@@ -37,6 +40,8 @@ print(json.dumps({
     "z": torch.allclose((h + h * 2), z.cpu()),
     "s": torch.allclose((h * 3).sum(dim=1), s.cpu(), atol=1e-5),
     "p": torch.allclose(torch.softmax(h * 3, dim=-1), p.cpu(), atol=1e-6),
+    "masks": mask.cpu().tolist() == (h > 0).tolist() and equal.cpu().all().item(),
+    "filled": filled.cpu().tolist() == h.masked_fill(h > 0, 0.0).tolist(),
     "out": torch.allclose(cpu_out, out.cpu(), atol=1e-5),
     "grad": torch.allclose(cpu_linear.weight.grad, linear.weight.grad.cpu(), atol=1e-5),
 }))
@@ -53,6 +58,8 @@ def test_first_ops_of_a_plain_script_import_no_dynamo():
         "z": True,
         "s": True,
         "p": True,
+        "masks": True,
+        "filled": True,
         "out": True,
         "grad": True,
     }
@@ -79,5 +86,14 @@ def test_native_meta_kernel_errors_match_the_cpu():
     flags = torch.ones(3, dtype=torch.bool, device="mydev")
     with pytest.raises(RuntimeError, match="Boolean inputs not supported for relu"):
         torch.relu(flags)
+    for mask, value, cpu_mask, cpu_value in (
+        (a > 0, torch.ones(2, device="mydev"), a.cpu() > 0, torch.ones(2)),
+        (a, 1.0, a.cpu(), 1.0),
+        (b > 0, 1.0, b.cpu() > 0, 1.0),
+    ):
+        with pytest.raises(RuntimeError) as on_cpu:
+            a.cpu().masked_fill(cpu_mask, cpu_value)
+        with pytest.raises(RuntimeError, match=re.escape(str(on_cpu.value))):
+            a.masked_fill(mask, value)
     # The process is still usable after.
     assert_close_to_cpu(torch.relu(a - 2) + a, torch.relu(torch.ones(2, 3) - 2) + 1)

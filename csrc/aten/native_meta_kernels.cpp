@@ -1,5 +1,6 @@
 #include "native_meta_kernels.h"
 
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/boxing/KernelFunction.h>
 #include <ATen/ops/_log_softmax_backward_data_meta_dispatch.h>
 #include <ATen/ops/_log_softmax_meta_dispatch.h>
@@ -12,15 +13,22 @@
 #include <ATen/ops/bmm_meta_dispatch.h>
 #include <ATen/ops/clamp_min_meta_dispatch.h>
 #include <ATen/ops/div_meta_dispatch.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/eq_meta_dispatch.h>
 #include <ATen/ops/exp_meta_dispatch.h>
 #include <ATen/ops/fill_meta_dispatch.h>
+#include <ATen/ops/ge_meta_dispatch.h>
 #include <ATen/ops/gelu_meta_dispatch.h>
+#include <ATen/ops/gt_meta_dispatch.h>
 #include <ATen/ops/index_meta_dispatch.h>
+#include <ATen/ops/le_meta_dispatch.h>
 #include <ATen/ops/lerp_meta_dispatch.h>
 #include <ATen/ops/linalg_vector_norm_meta_dispatch.h>
+#include <ATen/ops/lt_meta_dispatch.h>
 #include <ATen/ops/mean_meta_dispatch.h>
 #include <ATen/ops/mm_meta_dispatch.h>
 #include <ATen/ops/mul_meta_dispatch.h>
+#include <ATen/ops/ne_meta_dispatch.h>
 #include <ATen/ops/neg_meta_dispatch.h>
 #include <ATen/ops/nll_loss_backward_meta_dispatch.h>
 #include <ATen/ops/nll_loss_forward_meta_dispatch.h>
@@ -68,7 +76,7 @@ using VectorNorm = Tensor(const Tensor&, const Scalar&, at::OptionalIntArrayRef,
 using Indices = c10::List<std::optional<Tensor>>;
 using Index = Tensor(const Tensor&, const Indices&);
 using Gelu = Tensor(const Tensor&, c10::string_view);
-using PowScalar = Tensor(const Tensor&, const Scalar&);
+using WithScalar = Tensor(const Tensor&, const Scalar&);
 // out= overloads, arguments in schema order (at::meta::*_outf).
 using UnaryOut = Tensor&(const Tensor&, Tensor&);
 using BinaryOut = Tensor&(const Tensor&, const Tensor&, Tensor&);
@@ -87,7 +95,7 @@ using VectorNormOut = Tensor&(const Tensor&, const Scalar&,
                               std::optional<at::ScalarType>, Tensor&);
 using IndexOut = Tensor&(const Tensor&, const Indices&, Tensor&);
 using GeluOut = Tensor&(const Tensor&, c10::string_view, Tensor&);
-using PowScalarOut = Tensor&(const Tensor&, const Scalar&, Tensor&);
+using WithScalarOut = Tensor&(const Tensor&, const Scalar&, Tensor&);
 using SoftmaxBackwardOut = Tensor&(const Tensor&, const Tensor&, int64_t,
                                    at::ScalarType, Tensor&);
 using NllLossOut = std::tuple<Tensor&, Tensor&>(const Tensor&, const Tensor&,
@@ -98,6 +106,8 @@ using NllLossBackwardOut = Tensor&(const Tensor&, const Tensor&, const Tensor&,
                                    const std::optional<Tensor>&, int64_t,
                                    int64_t, const Tensor&, Tensor&);
 using FillInPlace = Tensor&(Tensor&, const Scalar&);
+using MaskedFillScalar = Tensor(const Tensor&, const Tensor&, const Scalar&);
+using MaskedFillTensor = Tensor(const Tensor&, const Tensor&, const Tensor&);
 using RandomInPlace = Tensor&(Tensor&, double, double,
                               std::optional<at::Generator>);
 
@@ -174,6 +184,32 @@ Tensor& addmmOutMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
   return at::meta::addmm_outf(self, mat1, mat2, beta, alpha, out);
 }
 
+// masked_fill's composite kernel, which the device runs whole
+// (composite_routing.cpp), fills a contiguous clone of `self` expanded to
+// the mask's broadcast shape; torch's Meta kernel for it is Python
+// (torch._refs), and the first one a process runs imports torch._dynamo.
+Tensor maskedFillMeta(const Tensor& self, const Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_fill_ only supports boolean masks, but got mask with "
+              "dtype ",
+              mask.scalar_type());
+  return at::empty(at::infer_size(mask.sizes(), self.sizes()), self.options());
+}
+
+Tensor maskedFillScalarMeta(const Tensor& self, const Tensor& mask,
+                            const Scalar& /*value*/) {
+  return maskedFillMeta(self, mask);
+}
+
+Tensor maskedFillTensorMeta(const Tensor& self, const Tensor& mask,
+                            const Tensor& value) {
+  TORCH_CHECK(value.dim() == 0,
+              "masked_fill_ only supports a 0-dimensional value tensor, but "
+              "got tensor with ",
+              value.dim(), " dimension(s).");
+  return maskedFillMeta(self, mask);
+}
+
 template <class Signature, Signature* kernel>
 c10::KernelFunction boxed() {
   return c10::KernelFunction::makeFromUnboxedFunction(
@@ -183,7 +219,7 @@ c10::KernelFunction boxed() {
 // The first ops of programs: factories' fills, elementwise arithmetic,
 // Linear (addmm, mm), reductions and norms, indexing by tensors, softmax,
 // activations, cross-entropy, the backward ops of these, and the optimizers'
-// in-place updates.
+// in-place updates, comparisons and the masks made from them.
 // Ops missing here keep working through the dispatcher's (Python) kernel.
 // On mydev the functional and in-place forms of structured ops run ATen's
 // generic structured kernel, which calls the out= overload on the device:
@@ -206,7 +242,7 @@ nativeMetaKernels() {
           {{"aten::mul_", "Tensor"}, boxed<BinaryInPlace, &at::meta::mul_>()},
           {{"aten::div", "Tensor"}, boxed<Binary, &at::meta::div>()},
           {{"aten::div_", "Tensor"}, boxed<BinaryInPlace, &at::meta::div_>()},
-          {{"aten::pow", "Tensor_Scalar"}, boxed<PowScalar, &at::meta::pow>()},
+          {{"aten::pow", "Tensor_Scalar"}, boxed<WithScalar, &at::meta::pow>()},
           {{"aten::addcmul_", ""},
            boxed<TernaryInPlace, &at::meta::addcmul_>()},
           {{"aten::addcmul", ""}, boxed<Ternary, &at::meta::addcmul>()},
@@ -237,12 +273,16 @@ nativeMetaKernels() {
           {{"aten::sqrt", ""}, boxed<Unary, &at::meta::sqrt>()},
           {{"aten::sqrt_", ""}, boxed<UnaryInPlace, &at::meta::sqrt_>()},
           {{"aten::rsqrt", ""}, boxed<Unary, &at::meta::rsqrt>()},
+          {{"aten::masked_fill", "Scalar"},
+           boxed<MaskedFillScalar, &maskedFillScalarMeta>()},
+          {{"aten::masked_fill", "Tensor"},
+           boxed<MaskedFillTensor, &maskedFillTensorMeta>()},
           {{"aten::add", "out"}, boxed<BinaryAlphaOut, &at::meta::add_outf>()},
           {{"aten::sub", "out"}, boxed<BinaryAlphaOut, &at::meta::sub_outf>()},
           {{"aten::mul", "out"}, boxed<BinaryOut, &at::meta::mul_outf>()},
           {{"aten::div", "out"}, boxed<BinaryOut, &at::meta::div_outf>()},
           {{"aten::pow", "Tensor_Scalar_out"},
-           boxed<PowScalarOut, &at::meta::pow_outf>()},
+           boxed<WithScalarOut, &at::meta::pow_outf>()},
           {{"aten::addcmul", "out"},
            boxed<TernaryOut, &at::meta::addcmul_outf>()},
           {{"aten::lerp", "Scalar_out"},
@@ -274,6 +314,36 @@ nativeMetaKernels() {
            boxed<UnaryOut, &at::meta::sigmoid_outf>()},
           {{"aten::sqrt", "out"}, boxed<UnaryOut, &at::meta::sqrt_outf>()},
           {{"aten::rsqrt", "out"}, boxed<UnaryOut, &at::meta::rsqrt_outf>()},
+          {{"aten::eq", "Scalar"}, boxed<WithScalar, &at::meta::eq>()},
+          {{"aten::eq", "Tensor"}, boxed<Binary, &at::meta::eq>()},
+          {{"aten::eq", "Scalar_out"},
+           boxed<WithScalarOut, &at::meta::eq_outf>()},
+          {{"aten::eq", "Tensor_out"}, boxed<BinaryOut, &at::meta::eq_outf>()},
+          {{"aten::ne", "Scalar"}, boxed<WithScalar, &at::meta::ne>()},
+          {{"aten::ne", "Tensor"}, boxed<Binary, &at::meta::ne>()},
+          {{"aten::ne", "Scalar_out"},
+           boxed<WithScalarOut, &at::meta::ne_outf>()},
+          {{"aten::ne", "Tensor_out"}, boxed<BinaryOut, &at::meta::ne_outf>()},
+          {{"aten::lt", "Scalar"}, boxed<WithScalar, &at::meta::lt>()},
+          {{"aten::lt", "Tensor"}, boxed<Binary, &at::meta::lt>()},
+          {{"aten::lt", "Scalar_out"},
+           boxed<WithScalarOut, &at::meta::lt_outf>()},
+          {{"aten::lt", "Tensor_out"}, boxed<BinaryOut, &at::meta::lt_outf>()},
+          {{"aten::le", "Scalar"}, boxed<WithScalar, &at::meta::le>()},
+          {{"aten::le", "Tensor"}, boxed<Binary, &at::meta::le>()},
+          {{"aten::le", "Scalar_out"},
+           boxed<WithScalarOut, &at::meta::le_outf>()},
+          {{"aten::le", "Tensor_out"}, boxed<BinaryOut, &at::meta::le_outf>()},
+          {{"aten::gt", "Scalar"}, boxed<WithScalar, &at::meta::gt>()},
+          {{"aten::gt", "Tensor"}, boxed<Binary, &at::meta::gt>()},
+          {{"aten::gt", "Scalar_out"},
+           boxed<WithScalarOut, &at::meta::gt_outf>()},
+          {{"aten::gt", "Tensor_out"}, boxed<BinaryOut, &at::meta::gt_outf>()},
+          {{"aten::ge", "Scalar"}, boxed<WithScalar, &at::meta::ge>()},
+          {{"aten::ge", "Tensor"}, boxed<Binary, &at::meta::ge>()},
+          {{"aten::ge", "Scalar_out"},
+           boxed<WithScalarOut, &at::meta::ge_outf>()},
+          {{"aten::ge", "Tensor_out"}, boxed<BinaryOut, &at::meta::ge_outf>()},
           {{"aten::_softmax_backward_data", "out"},
            boxed<SoftmaxBackwardOut, &at::meta::_softmax_backward_data_outf>()},
           {{"aten::_log_softmax_backward_data", "out"},
