@@ -7,25 +7,46 @@
 #include <ATen/ops/_softmax_backward_data_meta_dispatch.h>
 #include <ATen/ops/_softmax_meta_dispatch.h>
 #include <ATen/ops/add_meta_dispatch.h>
+#include <ATen/ops/addcdiv_meta_dispatch.h>
 #include <ATen/ops/addcmul_meta_dispatch.h>
 #include <ATen/ops/addmm_meta_dispatch.h>
+#include <ATen/ops/all_meta_dispatch.h>
 #include <ATen/ops/amax_meta_dispatch.h>
+#include <ATen/ops/any_meta_dispatch.h>
+#include <ATen/ops/argmax_meta_dispatch.h>
+#include <ATen/ops/argmin_meta_dispatch.h>
 #include <ATen/ops/bmm_meta_dispatch.h>
+#include <ATen/ops/cat_meta_dispatch.h>
+#include <ATen/ops/ceil_meta_dispatch.h>
+#include <ATen/ops/clamp_meta_dispatch.h>
 #include <ATen/ops/clamp_min_meta_dispatch.h>
+#include <ATen/ops/cos_meta_dispatch.h>
+#include <ATen/ops/cumsum_meta_dispatch.h>
 #include <ATen/ops/div_meta_dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/eq_meta_dispatch.h>
+#include <ATen/ops/erf_meta_dispatch.h>
+#include <ATen/ops/exp2_meta_dispatch.h>
 #include <ATen/ops/exp_meta_dispatch.h>
 #include <ATen/ops/fill_meta_dispatch.h>
+#include <ATen/ops/floor_meta_dispatch.h>
 #include <ATen/ops/ge_meta_dispatch.h>
 #include <ATen/ops/gelu_meta_dispatch.h>
 #include <ATen/ops/gt_meta_dispatch.h>
+#include <ATen/ops/index_add_meta_dispatch.h>
 #include <ATen/ops/index_meta_dispatch.h>
 #include <ATen/ops/le_meta_dispatch.h>
 #include <ATen/ops/lerp_meta_dispatch.h>
 #include <ATen/ops/linalg_vector_norm_meta_dispatch.h>
+#include <ATen/ops/log1p_meta_dispatch.h>
+#include <ATen/ops/log2_meta_dispatch.h>
+#include <ATen/ops/log_meta_dispatch.h>
 #include <ATen/ops/lt_meta_dispatch.h>
+#include <ATen/ops/max_meta_dispatch.h>
+#include <ATen/ops/maximum_meta_dispatch.h>
 #include <ATen/ops/mean_meta_dispatch.h>
+#include <ATen/ops/min_meta_dispatch.h>
+#include <ATen/ops/minimum_meta_dispatch.h>
 #include <ATen/ops/mm_meta_dispatch.h>
 #include <ATen/ops/mul_meta_dispatch.h>
 #include <ATen/ops/ne_meta_dispatch.h>
@@ -34,14 +55,21 @@
 #include <ATen/ops/nll_loss_forward_meta_dispatch.h>
 #include <ATen/ops/normal_meta_dispatch.h>
 #include <ATen/ops/pow_meta_dispatch.h>
+#include <ATen/ops/reciprocal_meta_dispatch.h>
+#include <ATen/ops/round_meta_dispatch.h>
 #include <ATen/ops/rsqrt_meta_dispatch.h>
 #include <ATen/ops/sigmoid_meta_dispatch.h>
+#include <ATen/ops/sign_meta_dispatch.h>
 #include <ATen/ops/silu_meta_dispatch.h>
+#include <ATen/ops/sin_meta_dispatch.h>
 #include <ATen/ops/sqrt_meta_dispatch.h>
 #include <ATen/ops/sub_meta_dispatch.h>
 #include <ATen/ops/sum_meta_dispatch.h>
 #include <ATen/ops/tanh_meta_dispatch.h>
 #include <ATen/ops/threshold_backward_meta_dispatch.h>
+#include <ATen/ops/tril_meta_dispatch.h>
+#include <ATen/ops/triu_meta_dispatch.h>
+#include <ATen/ops/trunc_meta_dispatch.h>
 #include <ATen/ops/uniform_meta_dispatch.h>
 #include <ATen/ops/zero_meta_dispatch.h>
 
@@ -106,6 +134,36 @@ using NllLossBackwardOut = Tensor&(const Tensor&, const Tensor&, const Tensor&,
                                    const std::optional<Tensor>&, int64_t,
                                    int64_t, const Tensor&, Tensor&);
 using FillInPlace = Tensor&(Tensor&, const Scalar&);
+using OptionalScalar = std::optional<Scalar>;
+using Clamp = Tensor(const Tensor&, const OptionalScalar&,
+                     const OptionalScalar&);
+using ClampOut = Tensor&(const Tensor&, const OptionalScalar&,
+                         const OptionalScalar&, Tensor&);
+using OptionalTensor = std::optional<Tensor>;
+using ClampTensor = Tensor(const Tensor&, const OptionalTensor&,
+                           const OptionalTensor&);
+using ClampTensorOut = Tensor&(const Tensor&, const OptionalTensor&,
+                               const OptionalTensor&, Tensor&);
+using Cumulative = Tensor(const Tensor&, int64_t,
+                          std::optional<at::ScalarType>);
+using CumulativeOut = Tensor&(const Tensor&, int64_t,
+                              std::optional<at::ScalarType>, Tensor&);
+using DimReduction = Tensor(const Tensor&, int64_t, bool);
+using DimReductionOut = Tensor&(const Tensor&, int64_t, bool, Tensor&);
+using ArgReduction = Tensor(const Tensor&, std::optional<int64_t>, bool);
+using ArgReductionOut = Tensor&(const Tensor&, std::optional<int64_t>, bool,
+                                Tensor&);
+using ValuesIndices = std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool);
+using ValuesIndicesOut = std::tuple<Tensor&, Tensor&>(const Tensor&, int64_t,
+                                                      bool, Tensor&, Tensor&);
+using Diagonal = Tensor(const Tensor&, int64_t);
+using DiagonalOut = Tensor&(const Tensor&, int64_t, Tensor&);
+using Concatenate = Tensor(const at::ITensorListRef&, int64_t);
+using ConcatenateOut = Tensor&(const at::ITensorListRef&, int64_t, Tensor&);
+using IndexAdd = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&,
+                        const Scalar&);
+using IndexAddOut = Tensor&(const Tensor&, int64_t, const Tensor&,
+                            const Tensor&, const Scalar&, Tensor&);
 using MaskedFillScalar = Tensor(const Tensor&, const Tensor&, const Scalar&);
 using MaskedFillTensor = Tensor(const Tensor&, const Tensor&, const Tensor&);
 using RandomInPlace = Tensor&(Tensor&, double, double,
@@ -219,7 +277,10 @@ c10::KernelFunction boxed() {
 // The first ops of programs: factories' fills, elementwise arithmetic,
 // Linear (addmm, mm), reductions and norms, indexing by tensors, softmax,
 // activations, cross-entropy, the backward ops of these, and the optimizers'
-// in-place updates, comparisons and the masks made from them.
+// in-place updates, comparisons and the masks made from them, and the other
+// structured elementwise ops, reductions, cumsum, cat and tril/triu that a
+// first op of a program often is (each of those imported torch._dynamo
+// through its Python Meta kernel: a second or more on the host thread).
 // Ops missing here keep working through the dispatcher's (Python) kernel.
 // On mydev the functional and in-place forms of structured ops run ATen's
 // generic structured kernel, which calls the out= overload on the device:
@@ -314,6 +375,79 @@ nativeMetaKernels() {
            boxed<UnaryOut, &at::meta::sigmoid_outf>()},
           {{"aten::sqrt", "out"}, boxed<UnaryOut, &at::meta::sqrt_outf>()},
           {{"aten::rsqrt", "out"}, boxed<UnaryOut, &at::meta::rsqrt_outf>()},
+          {{"aten::sin", ""}, boxed<Unary, &at::meta::sin>()},
+          {{"aten::sin", "out"}, boxed<UnaryOut, &at::meta::sin_outf>()},
+          {{"aten::cos", ""}, boxed<Unary, &at::meta::cos>()},
+          {{"aten::cos", "out"}, boxed<UnaryOut, &at::meta::cos_outf>()},
+          {{"aten::log", ""}, boxed<Unary, &at::meta::log>()},
+          {{"aten::log", "out"}, boxed<UnaryOut, &at::meta::log_outf>()},
+          {{"aten::log1p", ""}, boxed<Unary, &at::meta::log1p>()},
+          {{"aten::log1p", "out"}, boxed<UnaryOut, &at::meta::log1p_outf>()},
+          {{"aten::log2", ""}, boxed<Unary, &at::meta::log2>()},
+          {{"aten::log2", "out"}, boxed<UnaryOut, &at::meta::log2_outf>()},
+          {{"aten::exp2", ""}, boxed<Unary, &at::meta::exp2>()},
+          {{"aten::exp2", "out"}, boxed<UnaryOut, &at::meta::exp2_outf>()},
+          {{"aten::floor", ""}, boxed<Unary, &at::meta::floor>()},
+          {{"aten::floor", "out"}, boxed<UnaryOut, &at::meta::floor_outf>()},
+          {{"aten::ceil", ""}, boxed<Unary, &at::meta::ceil>()},
+          {{"aten::ceil", "out"}, boxed<UnaryOut, &at::meta::ceil_outf>()},
+          {{"aten::trunc", ""}, boxed<Unary, &at::meta::trunc>()},
+          {{"aten::trunc", "out"}, boxed<UnaryOut, &at::meta::trunc_outf>()},
+          {{"aten::round", ""}, boxed<Unary, &at::meta::round>()},
+          {{"aten::round", "out"}, boxed<UnaryOut, &at::meta::round_outf>()},
+          {{"aten::sign", ""}, boxed<Unary, &at::meta::sign>()},
+          {{"aten::sign", "out"}, boxed<UnaryOut, &at::meta::sign_outf>()},
+          {{"aten::erf", ""}, boxed<Unary, &at::meta::erf>()},
+          {{"aten::erf", "out"}, boxed<UnaryOut, &at::meta::erf_outf>()},
+          {{"aten::reciprocal", ""}, boxed<Unary, &at::meta::reciprocal>()},
+          {{"aten::reciprocal", "out"},
+           boxed<UnaryOut, &at::meta::reciprocal_outf>()},
+          {{"aten::maximum", ""}, boxed<Binary, &at::meta::maximum>()},
+          {{"aten::maximum", "out"},
+           boxed<BinaryOut, &at::meta::maximum_outf>()},
+          {{"aten::minimum", ""}, boxed<Binary, &at::meta::minimum>()},
+          {{"aten::minimum", "out"},
+           boxed<BinaryOut, &at::meta::minimum_outf>()},
+          {{"aten::clamp", ""}, boxed<Clamp, &at::meta::clamp>()},
+          {{"aten::clamp", "out"}, boxed<ClampOut, &at::meta::clamp_outf>()},
+          {{"aten::clamp", "Tensor"}, boxed<ClampTensor, &at::meta::clamp>()},
+          {{"aten::clamp", "Tensor_out"},
+           boxed<ClampTensorOut, &at::meta::clamp_outf>()},
+          {{"aten::cumsum", ""}, boxed<Cumulative, &at::meta::cumsum>()},
+          {{"aten::cumsum", "out"},
+           boxed<CumulativeOut, &at::meta::cumsum_outf>()},
+          {{"aten::all", ""}, boxed<Unary, &at::meta::all>()},
+          {{"aten::all", "all_out"}, boxed<UnaryOut, &at::meta::all_outf>()},
+          {{"aten::all", "dim"}, boxed<DimReduction, &at::meta::all>()},
+          {{"aten::all", "out"}, boxed<DimReductionOut, &at::meta::all_outf>()},
+          {{"aten::any", ""}, boxed<Unary, &at::meta::any>()},
+          {{"aten::any", "all_out"}, boxed<UnaryOut, &at::meta::any_outf>()},
+          {{"aten::any", "dim"}, boxed<DimReduction, &at::meta::any>()},
+          {{"aten::any", "out"}, boxed<DimReductionOut, &at::meta::any_outf>()},
+          {{"aten::argmax", ""}, boxed<ArgReduction, &at::meta::argmax>()},
+          {{"aten::argmax", "out"},
+           boxed<ArgReductionOut, &at::meta::argmax_outf>()},
+          {{"aten::argmin", ""}, boxed<ArgReduction, &at::meta::argmin>()},
+          {{"aten::argmin", "out"},
+           boxed<ArgReductionOut, &at::meta::argmin_outf>()},
+          {{"aten::max", "dim"}, boxed<ValuesIndices, &at::meta::max>()},
+          {{"aten::max", "dim_max"},
+           boxed<ValuesIndicesOut, &at::meta::max_outf>()},
+          {{"aten::min", "dim"}, boxed<ValuesIndices, &at::meta::min>()},
+          {{"aten::min", "dim_min"},
+           boxed<ValuesIndicesOut, &at::meta::min_outf>()},
+          {{"aten::tril", ""}, boxed<Diagonal, &at::meta::tril>()},
+          {{"aten::tril", "out"}, boxed<DiagonalOut, &at::meta::tril_outf>()},
+          {{"aten::triu", ""}, boxed<Diagonal, &at::meta::triu>()},
+          {{"aten::triu", "out"}, boxed<DiagonalOut, &at::meta::triu_outf>()},
+          {{"aten::cat", ""}, boxed<Concatenate, &at::meta::cat>()},
+          {{"aten::cat", "out"}, boxed<ConcatenateOut, &at::meta::cat_outf>()},
+          {{"aten::addcdiv", ""}, boxed<Ternary, &at::meta::addcdiv>()},
+          {{"aten::addcdiv", "out"},
+           boxed<TernaryOut, &at::meta::addcdiv_outf>()},
+          {{"aten::index_add", ""}, boxed<IndexAdd, &at::meta::index_add>()},
+          {{"aten::index_add", "out"},
+           boxed<IndexAddOut, &at::meta::index_add_outf>()},
           {{"aten::eq", "Scalar"}, boxed<WithScalar, &at::meta::eq>()},
           {{"aten::eq", "Tensor"}, boxed<Binary, &at::meta::eq>()},
           {{"aten::eq", "Scalar_out"},
