@@ -26,6 +26,9 @@ p = torch.softmax(z, dim=-1)
 mask = x > 0
 filled = x.masked_fill(mask, 0.0)
 equal = x == y / 2
+picked = torch.where(mask, x, 0.0).clamp(-1, 1)
+joined = torch.cat([picked, x.cumsum(1).tril()], dim=0)
+normed = torch.nn.functional.layer_norm(x.abs(), (8,))
 cpu_linear = torch.nn.Linear(8, 3)
 linear = copy.deepcopy(cpu_linear).to("mydev")
 out = torch.relu(linear(x))
@@ -42,6 +45,12 @@ print(json.dumps({
     "p": torch.allclose(torch.softmax(h * 3, dim=-1), p.cpu(), atol=1e-6),
     "masks": mask.cpu().tolist() == (h > 0).tolist() and equal.cpu().all().item(),
     "filled": filled.cpu().tolist() == h.masked_fill(h > 0, 0.0).tolist(),
+    "normed": torch.allclose(normed.cpu(), torch.nn.functional.layer_norm(h.abs(), (8,)), atol=1e-5),
+    "joined": torch.allclose(
+        joined.cpu(), torch.cat([torch.where(h > 0, h, 0.0).clamp(-1, 1), h.cumsum(1).tril()]), atol=1e-6
+    ) and joined.argmax(dim=1).tolist() == torch.cat(
+        [torch.where(h > 0, h, 0.0).clamp(-1, 1), h.cumsum(1).tril()]
+    ).argmax(dim=1).tolist(),
     "out": torch.allclose(cpu_out, out.cpu(), atol=1e-5),
     "grad": torch.allclose(cpu_linear.weight.grad, linear.weight.grad.cpu(), atol=1e-5),
 }))
@@ -60,6 +69,8 @@ def test_first_ops_of_a_plain_script_import_no_dynamo():
         "p": True,
         "masks": True,
         "filled": True,
+        "joined": True,
+        "normed": True,
         "out": True,
         "grad": True,
     }

@@ -1,7 +1,11 @@
 #include "native_meta_kernels.h"
 
 #include <ATen/ExpandUtils.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/core/boxing/KernelFunction.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/cpu/mixed_data_type.h>
+#include <ATen/native/layer_norm.h>
 #include <ATen/ops/_log_softmax_backward_data_meta_dispatch.h>
 #include <ATen/ops/_log_softmax_meta_dispatch.h>
 #include <ATen/ops/_softmax_backward_data_meta_dispatch.h>
@@ -165,7 +169,12 @@ using IndexAdd = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&,
 using IndexAddOut = Tensor&(const Tensor&, int64_t, const Tensor&,
                             const Tensor&, const Scalar&, Tensor&);
 using MaskedFillScalar = Tensor(const Tensor&, const Tensor&, const Scalar&);
-using MaskedFillTensor = Tensor(const Tensor&, const Tensor&, const Tensor&);
+using LayerNorm = std::tuple<Tensor, Tensor, Tensor>(const Tensor&,
+                                                     at::IntArrayRef,
+                                                     const OptionalTensor&,
+                                                     const OptionalTensor&,
+                                                     double);
+using TensorTriple = Tensor(const Tensor&, const Tensor&, const Tensor&);
 using RandomInPlace = Tensor&(Tensor&, double, double,
                               std::optional<at::Generator>);
 
@@ -268,6 +277,73 @@ Tensor maskedFillTensorMeta(const Tensor& self, const Tensor& mask,
   return maskedFillMeta(self, mask);
 }
 
+// where.self has a CPU kernel and a Python Meta kernel. The CPU kernel
+// lays its output out with a TensorIterator over the condition and the two
+// values converted to their promoted dtype; so does this.
+Tensor whereMeta(const Tensor& condition, const Tensor& self,
+                 const Tensor& other) {
+  TORCH_CHECK(condition.scalar_type() == at::kBool ||
+                  condition.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a "
+              "tensor with dtype ",
+              condition.scalar_type());
+  const at::ScalarType dtype = at::result_type(self, other);
+  const Tensor promoted_self =
+      self.scalar_type() == dtype ? self : self.to(dtype);
+  const Tensor promoted_other =
+      other.scalar_type() == dtype ? other : other.to(dtype);
+  Tensor out = at::empty({0}, self.options().dtype(dtype));
+  at::TensorIteratorConfig()
+      .check_all_same_dtype(false)
+      .add_output(out)
+      .add_const_input(condition)
+      .add_const_input(promoted_self)
+      .add_const_input(promoted_other)
+      .build();
+  return out;
+}
+
+// native_layer_norm, which the device runs whole (composite_routing.cpp),
+// as its CPU kernel shapes its results: a contiguous output like the input,
+// and the per-row mean and reciprocal standard deviation shaped to
+// broadcast against it, in float beside a reduced-precision input whose
+// parameters are float. torch's Meta kernel for it is Python.
+std::tuple<Tensor, Tensor, Tensor> nativeLayerNormMeta(
+    const Tensor& input, at::IntArrayRef normalized_shape,
+    const std::optional<Tensor>& weight_opt,
+    const std::optional<Tensor>& bias_opt, double /*eps*/) {
+  const Tensor weight = weight_opt.value_or(Tensor());
+  const Tensor bias = bias_opt.value_or(Tensor());
+  const bool mixed = at::native::is_mixed_type(input, weight, bias);
+  if (mixed) {
+    at::native::check_mixed_data_type(input, weight, bias);
+  }
+  at::native::_check_layer_norm_inputs(input, normalized_shape, weight, bias);
+  const auto statistics_dims =
+      static_cast<size_t>(input.dim()) - normalized_shape.size();
+  c10::DimVector statistics_shape(input.sizes().begin(),
+                                  input.sizes().begin() + statistics_dims);
+  statistics_shape.resize(input.dim(), 1);
+  const auto statistics_options =
+      input.options().dtype(at::native::param_scalar_type(input, mixed));
+  return {at::empty(input.sizes(), input.options()),
+          at::empty(statistics_shape, statistics_options),
+          at::empty(statistics_shape, statistics_options)};
+}
+
+// abs's composite kernel calls abs.out with an empty output, which the CPU
+// kernel resizes as a unary TensorIterator op would, or, for a complex
+// input (computed complex, then copied real), to the input's shape.
+// torch's Meta kernel for it is Python.
+Tensor& absOutMeta(const Tensor& self, Tensor& out) {
+  if (self.is_complex()) {
+    at::native::resize_output(out, self.sizes());
+  } else {
+    at::TensorIterator::unary_op(out, self);
+  }
+  return out;
+}
+
 template <class Signature, Signature* kernel>
 c10::KernelFunction boxed() {
   return c10::KernelFunction::makeFromUnboxedFunction(
@@ -337,7 +413,7 @@ nativeMetaKernels() {
           {{"aten::masked_fill", "Scalar"},
            boxed<MaskedFillScalar, &maskedFillScalarMeta>()},
           {{"aten::masked_fill", "Tensor"},
-           boxed<MaskedFillTensor, &maskedFillTensorMeta>()},
+           boxed<TensorTriple, &maskedFillTensorMeta>()},
           {{"aten::add", "out"}, boxed<BinaryAlphaOut, &at::meta::add_outf>()},
           {{"aten::sub", "out"}, boxed<BinaryAlphaOut, &at::meta::sub_outf>()},
           {{"aten::mul", "out"}, boxed<BinaryOut, &at::meta::mul_outf>()},
@@ -440,6 +516,10 @@ nativeMetaKernels() {
           {{"aten::tril", "out"}, boxed<DiagonalOut, &at::meta::tril_outf>()},
           {{"aten::triu", ""}, boxed<Diagonal, &at::meta::triu>()},
           {{"aten::triu", "out"}, boxed<DiagonalOut, &at::meta::triu_outf>()},
+          {{"aten::abs", "out"}, boxed<UnaryOut, &absOutMeta>()},
+          {{"aten::native_layer_norm", ""},
+           boxed<LayerNorm, &nativeLayerNormMeta>()},
+          {{"aten::where", "self"}, boxed<TensorTriple, &whereMeta>()},
           {{"aten::cat", ""}, boxed<Concatenate, &at::meta::cat>()},
           {{"aten::cat", "out"}, boxed<ConcatenateOut, &at::meta::cat_outf>()},
           {{"aten::addcdiv", ""}, boxed<Ternary, &at::meta::addcdiv>()},
