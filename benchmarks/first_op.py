@@ -8,7 +8,11 @@ Every figure comes from a fresh interpreter (what a user's script pays once):
   result (``torch.mydev.synchronize()``), right after the import; target:
   under 100 ms on mydev (the CPU time is the baseline of the ratio);
 * the first ``nn.Linear`` forward, after the module and its input are on the
-  device (moving them is not timed); same target.
+  device (moving them is not timed); same target;
+* the first mask and normalization ops, after the input is on the device: a
+  comparison, ``where``, ``abs``, ``masked_fill`` and ``layer_norm`` (ops
+  whose Meta kernels are Python in torch; the first of those imports
+  ``torch._dynamo``, about a second); same target.
 
 The repetitions of a mydev figure and of its CPU baseline alternate, so both
 see the same machine load; each figure is the median. Nothing here asserts
@@ -60,6 +64,20 @@ start = time.perf_counter()
 y = model(x)
 sync()
 print(json.dumps({"first_linear_s": time.perf_counter() - start}))
+"""
+
+# Prints {"first_mask_norm_s": ...} for DEVICE.
+FIRST_MASK_AND_NORM = """
+import json, time
+import torch
+sync = torch.mydev.synchronize if DEVICE == "mydev" else (lambda: None)
+x = torch.randn(4, 16).to(DEVICE)
+sync()
+start = time.perf_counter()
+mask = x > 0
+y = torch.layer_norm(torch.where(mask, x, 0.0).masked_fill(x.abs() > 2, 0.0), (16,))
+sync()
+print(json.dumps({"first_mask_norm_s": time.perf_counter() - start}))
 """
 
 
@@ -115,7 +133,9 @@ def measure(reps: int) -> List[Row]:
     for rep in range(reps):
         progress(f"repetition {rep + 1}/{reps}")
         for device in ("mydev", "cpu"):  # alternating: both see the same load
-            figures = {**fresh_process(IMPORT_AND_FIRST_OP, device), **fresh_process(FIRST_LINEAR, device)}
+            figures = {}
+            for script in (IMPORT_AND_FIRST_OP, FIRST_LINEAR, FIRST_MASK_AND_NORM):
+                figures.update(fresh_process(script, device))
             for key, seconds in figures.items():
                 samples.setdefault(key, {}).setdefault(device, []).append(seconds * 1e3)
 
@@ -134,6 +154,7 @@ def measure(reps: int) -> List[Row]:
     for key, name in (
         ("first_op_s", "first op: torch.ones(256) * 2"),
         ("first_linear_s", "first nn.Linear(64, 64) forward"),
+        ("first_mask_norm_s", "first x > 0, where, abs, masked_fill, layer_norm"),
     ):
         row = Row("first_op", name, "mydev < 100 ms", median(key, "mydev"), median(key, "cpu"))
         row.verdict = "PASS" if row.mydev < 100 else "MISS"
