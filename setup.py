@@ -11,6 +11,7 @@ build would resolve and download another torch):
 
 import glob
 import os
+import runpy
 from pathlib import Path
 
 from setuptools import find_packages, setup
@@ -43,12 +44,25 @@ def write_build_info() -> None:
     )
 
 
+# Written from the installed torch before each build (the generator's
+# docstring says what it holds).
+NATIVE_META_TABLE = "build/generated/native_meta_table.cpp"
+
+
+def write_native_meta_table() -> None:
+    generator = runpy.run_path(str(ROOT / "csrc" / "aten" / "generate_native_meta_table.py"))
+    generator["write_table"](ROOT / NATIVE_META_TABLE)
+
+
 def sources(python_module: bool) -> list:
-    """csrc/python/ is the Python module; everything else is the library."""
+    """csrc/python/ is the Python module; everything else, with the
+    generated table, is the library."""
     found = glob.glob("csrc/**/*.cpp", recursive=True)
     # The driver's own test program is not part of either.
     found = [s for s in found if "/tests/" not in s]
-    return sorted(s for s in found if s.startswith("csrc/python/") == python_module)
+    if python_module:
+        return sorted(s for s in found if s.startswith("csrc/python/"))
+    return sorted(s for s in found if not s.startswith("csrc/python/")) + [NATIVE_META_TABLE]
 
 
 # device_ext/cpp_extension.py gives C++ builds the same name.
@@ -81,6 +95,7 @@ class BuildMydev(BuildExtension):
 
 
 write_build_info()
+write_native_meta_table()
 
 debug = os.environ.get("MYDEV_DEBUG_BUILD") == "1"
 # -fopenmp: ATen's at::parallel_for is an inline OpenMP region in this torch

@@ -2,9 +2,10 @@
 
 torch registers Python Meta kernels over ATen's C++ ones, and the first of
 them to run imports torch._dynamo (about a second). The device-kernel path
-computes the output metadata of a program's usual first ops with ATen's C++
-Meta kernels instead (csrc/aten/native_meta_kernels.h); these tests check
-that behaviour, not time."""
+computes the output metadata with ATen's C++ Meta kernels instead (every
+structured op, and a few others: csrc/aten/native_meta_kernels.h), and ops
+whose result's shape depends on the data skip Meta kernels altogether;
+these tests check that behaviour, not time."""
 
 import json
 import re
@@ -76,6 +77,70 @@ def test_first_ops_of_a_plain_script_import_no_dynamo():
     }
 
 
+# Ops beyond a program's first few: structured ones (from the generated
+# table), the hand-written Meta kernels, and ops whose result's shape
+# depends on the data (no Meta kernel runs; sympy is not imported either).
+WIDER_OPS_SCRIPT = """
+import json, sys
+import torch
+import torch.nn.functional as F
+
+x = torch.randn(6, 5, device="mydev")
+h = x.cpu()
+flags = x > 0
+
+
+def run(t):
+    return {
+        "sort": t.sort(dim=1)[0],
+        "topk": t.topk(2)[1],
+        "atan2": torch.atan2(t, t.flip(0)),
+        "leaky_relu": F.leaky_relu(t, 0.1),
+        "relu6": F.relu6(t),
+        "hardtanh_backward": torch.ops.aten.hardtanh_backward(t, t, -0.5, 0.5),
+        "cumprod": t.cumprod(1),
+        "std": t.std(dim=0),
+        "var_mean": torch.stack(torch.var_mean(t, dim=1, correction=0)),
+        "roll": t.roll((1, -2), (0, 1)),
+        "rolled_flat": t.roll(3),
+        "flip": t.flip(0, 1),
+        "isnan": t.log().isnan(),
+        "logical_not": (t > 0).logical_not(),
+        "logsumexp": t.logsumexp(1),
+        "nonzero": (t > 0).nonzero(),
+        "masked_select": t.masked_select(t > 0),
+        "logical_and": torch.logical_and(t > 0, t < 1),
+        "hardswish": F.hardswish(t),
+        "dot": t[0].dot(t[1]),
+        "batch_norm": F.batch_norm(t, None, None, training=True),
+        "batch_norm_eval": F.batch_norm(t, t[0].abs(), t[1].abs() + 1, t[2], t[3]),
+        "group_norm": F.group_norm(t.reshape(2, 3, 5), 3, t[0, :3], t[1, :3]),
+        "channels_last_batch_norm": F.batch_norm(
+            t.reshape(1, 6, 5, 1).contiguous(memory_format=torch.channels_last), None, None, training=True
+        ),
+    }
+
+
+on_device = run(x)
+on_cpu = run(h)
+print(json.dumps({
+    "imported": sorted(m for m in ("torch._dynamo", "sympy") if m in sys.modules),
+    "mismatched": sorted(
+        name for name in on_cpu
+        if not torch.allclose(on_device[name].cpu(), on_cpu[name], atol=1e-5, equal_nan=True)
+        or on_device[name].stride() != on_cpu[name].stride()
+    ),
+}))
+"""
+
+
+def test_wider_ops_of_a_plain_script_import_neither_dynamo_nor_sympy():
+    result = run_python(WIDER_OPS_SCRIPT)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report == {"imported": [], "mismatched": []}
+
+
 def test_python_number_promotes_like_on_the_cpu():
     # `ints * 2.5` is float32 (a Python number promotes weakly), while a
     # 0-dim float64 tensor would make it float64: the metadata keeps the
@@ -108,3 +173,42 @@ def test_native_meta_kernel_errors_match_the_cpu():
             a.masked_fill(mask, value)
     # The process is still usable after.
     assert_close_to_cpu(torch.relu(a - 2) + a, torch.relu(torch.ones(2, 3) - 2) + 1)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: t.clone().masked_fill_(torch.ones(4, 2, 3, dtype=torch.bool, device=t.device), 0.0),
+        lambda t: t.clone().masked_fill_(t > 0, torch.ones(2, device=t.device)),
+        lambda t: t.clone().masked_fill_(t, 0.0),
+        lambda t: t.roll((1, 2), (0,)),
+        lambda t: t.roll((), ()),
+        lambda t: t.flip(0, 0),
+        lambda t: t.flip(2),
+        lambda t: t.long().std(),
+        lambda t: torch.var_mean(t, dim=3),
+        lambda t: torch.nn.functional.hardtanh(t.bool()),
+        lambda t: torch.nn.functional.hardtanh(t.to(torch.uint8), -1.0, 1.0),
+    ],
+    ids=[
+        "masked_fill_-grows-self",
+        "masked_fill_-value-not-0-dim",
+        "masked_fill_-float-mask",
+        "roll-shifts-dims-differ",
+        "roll-no-shifts",
+        "flip-repeated-dim",
+        "flip-dim-out-of-range",
+        "std-of-integers",
+        "var_mean-dim-out-of-range",
+        "hardtanh-bool",
+        "hardtanh-uint8-negative-limit",
+    ],
+)
+def test_hand_written_meta_kernel_errors_match_the_cpu(call):
+    values = torch.randn(2, 3, device="mydev")
+    with pytest.raises(Exception) as on_cpu:
+        call(values.cpu())
+    with pytest.raises(type(on_cpu.value), match=re.escape(str(on_cpu.value).splitlines()[0])):
+        call(values)
+    # The process is still usable after.
+    assert_close_to_cpu(values.flip(1).roll(1, 0).std(dim=1), values.cpu().flip(1).roll(1, 0).std(dim=1))

@@ -75,8 +75,7 @@ OperatorTraits traitsOf(const c10::OperatorHandle& op) {
   if (out_variant.has_value() && outVariantCopiesResults(*out_variant)) {
     out_variant.reset();
   }
-  return {!returnsOnlyTensors(op.schema()) ||
-              outputsShapedByTheData(op.operator_name()),
+  return {!returnsOnlyTensors(op.schema()) || outputsShapedByTheData(op),
           takesGenerator(op.schema()), acceptsHostIndices(op.operator_name()),
           readsHostScalars(op.operator_name()), out_variant};
 }

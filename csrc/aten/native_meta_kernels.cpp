@@ -2,82 +2,26 @@
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorIterator.h>
-#include <ATen/core/boxing/KernelFunction.h>
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/native/ReduceOpsUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/cpu/mixed_data_type.h>
 #include <ATen/native/layer_norm.h>
-#include <ATen/ops/_log_softmax_backward_data_meta_dispatch.h>
-#include <ATen/ops/_log_softmax_meta_dispatch.h>
-#include <ATen/ops/_softmax_backward_data_meta_dispatch.h>
-#include <ATen/ops/_softmax_meta_dispatch.h>
-#include <ATen/ops/add_meta_dispatch.h>
-#include <ATen/ops/addcdiv_meta_dispatch.h>
-#include <ATen/ops/addcmul_meta_dispatch.h>
 #include <ATen/ops/addmm_meta_dispatch.h>
-#include <ATen/ops/all_meta_dispatch.h>
-#include <ATen/ops/amax_meta_dispatch.h>
-#include <ATen/ops/any_meta_dispatch.h>
-#include <ATen/ops/argmax_meta_dispatch.h>
-#include <ATen/ops/argmin_meta_dispatch.h>
 #include <ATen/ops/bmm_meta_dispatch.h>
 #include <ATen/ops/cat_meta_dispatch.h>
-#include <ATen/ops/ceil_meta_dispatch.h>
-#include <ATen/ops/clamp_meta_dispatch.h>
 #include <ATen/ops/clamp_min_meta_dispatch.h>
-#include <ATen/ops/cos_meta_dispatch.h>
-#include <ATen/ops/cumsum_meta_dispatch.h>
-#include <ATen/ops/div_meta_dispatch.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/eq_meta_dispatch.h>
-#include <ATen/ops/erf_meta_dispatch.h>
-#include <ATen/ops/exp2_meta_dispatch.h>
-#include <ATen/ops/exp_meta_dispatch.h>
+#include <ATen/ops/empty_like_native.h>
 #include <ATen/ops/fill_meta_dispatch.h>
-#include <ATen/ops/floor_meta_dispatch.h>
-#include <ATen/ops/ge_meta_dispatch.h>
-#include <ATen/ops/gelu_meta_dispatch.h>
-#include <ATen/ops/gt_meta_dispatch.h>
-#include <ATen/ops/index_add_meta_dispatch.h>
 #include <ATen/ops/index_meta_dispatch.h>
-#include <ATen/ops/le_meta_dispatch.h>
-#include <ATen/ops/lerp_meta_dispatch.h>
-#include <ATen/ops/linalg_vector_norm_meta_dispatch.h>
-#include <ATen/ops/log1p_meta_dispatch.h>
-#include <ATen/ops/log2_meta_dispatch.h>
-#include <ATen/ops/log_meta_dispatch.h>
-#include <ATen/ops/lt_meta_dispatch.h>
-#include <ATen/ops/max_meta_dispatch.h>
-#include <ATen/ops/maximum_meta_dispatch.h>
-#include <ATen/ops/mean_meta_dispatch.h>
-#include <ATen/ops/min_meta_dispatch.h>
-#include <ATen/ops/minimum_meta_dispatch.h>
 #include <ATen/ops/mm_meta_dispatch.h>
-#include <ATen/ops/mul_meta_dispatch.h>
 #include <ATen/ops/ne_meta_dispatch.h>
-#include <ATen/ops/neg_meta_dispatch.h>
-#include <ATen/ops/nll_loss_backward_meta_dispatch.h>
-#include <ATen/ops/nll_loss_forward_meta_dispatch.h>
 #include <ATen/ops/normal_meta_dispatch.h>
-#include <ATen/ops/pow_meta_dispatch.h>
-#include <ATen/ops/reciprocal_meta_dispatch.h>
-#include <ATen/ops/round_meta_dispatch.h>
-#include <ATen/ops/rsqrt_meta_dispatch.h>
-#include <ATen/ops/sigmoid_meta_dispatch.h>
-#include <ATen/ops/sign_meta_dispatch.h>
-#include <ATen/ops/silu_meta_dispatch.h>
-#include <ATen/ops/sin_meta_dispatch.h>
-#include <ATen/ops/sqrt_meta_dispatch.h>
-#include <ATen/ops/sub_meta_dispatch.h>
-#include <ATen/ops/sum_meta_dispatch.h>
-#include <ATen/ops/tanh_meta_dispatch.h>
-#include <ATen/ops/threshold_backward_meta_dispatch.h>
-#include <ATen/ops/tril_meta_dispatch.h>
-#include <ATen/ops/triu_meta_dispatch.h>
-#include <ATen/ops/trunc_meta_dispatch.h>
 #include <ATen/ops/uniform_meta_dispatch.h>
 #include <ATen/ops/zero_meta_dispatch.h>
 
-#include <unordered_map>
+#include "native_meta_table.h"
 
 namespace mydev {
 namespace {
@@ -85,98 +29,52 @@ namespace {
 using at::Scalar;
 using at::Tensor;
 
+using OptionalTensor = std::optional<Tensor>;
 using Unary = Tensor(const Tensor&);
 using UnaryInPlace = Tensor&(Tensor&);
+using UnaryOut = Tensor&(const Tensor&, Tensor&);
 using Binary = Tensor(const Tensor&, const Tensor&);
-using BinaryInPlace = Tensor&(Tensor&, const Tensor&);
-using BinaryAlpha = Tensor(const Tensor&, const Tensor&, const Scalar&);
-using BinaryAlphaInPlace = Tensor&(Tensor&, const Tensor&, const Scalar&);
-using Ternary = Tensor(const Tensor&, const Tensor&, const Tensor&,
-                       const Scalar&);
-using TernaryInPlace = Tensor&(Tensor&, const Tensor&, const Tensor&,
-                               const Scalar&);
+using BinaryOut = Tensor&(const Tensor&, const Tensor&, Tensor&);
+using TensorTriple = Tensor(const Tensor&, const Tensor&, const Tensor&);
+using MaskedFillInPlaceScalar = Tensor&(Tensor&, const Tensor&, const Scalar&);
+using MaskedFillInPlaceTensor = Tensor&(Tensor&, const Tensor&, const Tensor&);
+using Hardtanh = Tensor(const Tensor&, const Scalar&, const Scalar&);
+using HardtanhBackward = Tensor(const Tensor&, const Tensor&, const Scalar&,
+                                const Scalar&);
+using Flip = Tensor(const Tensor&, at::IntArrayRef);
+using Roll = Tensor(const Tensor&, at::IntArrayRef, at::IntArrayRef);
+using Variance = Tensor(const Tensor&, at::OptionalIntArrayRef,
+                        const std::optional<Scalar>&, bool);
+using BatchNorm = std::tuple<Tensor, Tensor, Tensor>(
+    const Tensor&, const OptionalTensor&, const OptionalTensor&,
+    const OptionalTensor&, const OptionalTensor&, bool, double, double);
+using GroupNorm = std::tuple<Tensor, Tensor, Tensor>(const Tensor&,
+                                                     const OptionalTensor&,
+                                                     const OptionalTensor&,
+                                                     int64_t, int64_t, int64_t,
+                                                     int64_t, double);
+using VarianceMean = std::tuple<Tensor, Tensor>(const Tensor&,
+                                                at::OptionalIntArrayRef,
+                                                const std::optional<Scalar>&,
+                                                bool);
 using AddMm = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&,
                      const Scalar&);
 using AddMmInPlace = Tensor&(Tensor&, const Tensor&, const Tensor&,
                              const Scalar&, const Scalar&);
-using Reduction = Tensor(const Tensor&, at::OptionalIntArrayRef, bool,
-                         std::optional<at::ScalarType>);
-using Softmax = Tensor(const Tensor&, int64_t, bool);
-using Amax = Tensor(const Tensor&, at::IntArrayRef, bool);
-using VectorNorm = Tensor(const Tensor&, const Scalar&, at::OptionalIntArrayRef,
-                          bool, std::optional<at::ScalarType>);
-using Indices = c10::List<std::optional<Tensor>>;
-using Index = Tensor(const Tensor&, const Indices&);
-using Gelu = Tensor(const Tensor&, c10::string_view);
-using WithScalar = Tensor(const Tensor&, const Scalar&);
-// out= overloads, arguments in schema order (at::meta::*_outf).
-using UnaryOut = Tensor&(const Tensor&, Tensor&);
-using BinaryOut = Tensor&(const Tensor&, const Tensor&, Tensor&);
-using BinaryAlphaOut = Tensor&(const Tensor&, const Tensor&, const Scalar&,
-                               Tensor&);
-using TernaryOut = Tensor&(const Tensor&, const Tensor&, const Tensor&,
-                           const Scalar&, Tensor&);
 using AddMmOut = Tensor&(const Tensor&, const Tensor&, const Tensor&,
                          const Scalar&, const Scalar&, Tensor&);
-using ReductionOut = Tensor&(const Tensor&, at::OptionalIntArrayRef, bool,
-                             std::optional<at::ScalarType>, Tensor&);
-using SoftmaxOut = Tensor&(const Tensor&, int64_t, bool, Tensor&);
-using AmaxOut = Tensor&(const Tensor&, at::IntArrayRef, bool, Tensor&);
-using VectorNormOut = Tensor&(const Tensor&, const Scalar&,
-                              at::OptionalIntArrayRef, bool,
-                              std::optional<at::ScalarType>, Tensor&);
+using Indices = c10::List<std::optional<Tensor>>;
+using Index = Tensor(const Tensor&, const Indices&);
 using IndexOut = Tensor&(const Tensor&, const Indices&, Tensor&);
-using GeluOut = Tensor&(const Tensor&, c10::string_view, Tensor&);
-using WithScalarOut = Tensor&(const Tensor&, const Scalar&, Tensor&);
-using SoftmaxBackwardOut = Tensor&(const Tensor&, const Tensor&, int64_t,
-                                   at::ScalarType, Tensor&);
-using NllLossOut = std::tuple<Tensor&, Tensor&>(const Tensor&, const Tensor&,
-                                                const std::optional<Tensor>&,
-                                                int64_t, int64_t, Tensor&,
-                                                Tensor&);
-using NllLossBackwardOut = Tensor&(const Tensor&, const Tensor&, const Tensor&,
-                                   const std::optional<Tensor>&, int64_t,
-                                   int64_t, const Tensor&, Tensor&);
 using FillInPlace = Tensor&(Tensor&, const Scalar&);
-using OptionalScalar = std::optional<Scalar>;
-using Clamp = Tensor(const Tensor&, const OptionalScalar&,
-                     const OptionalScalar&);
-using ClampOut = Tensor&(const Tensor&, const OptionalScalar&,
-                         const OptionalScalar&, Tensor&);
-using OptionalTensor = std::optional<Tensor>;
-using ClampTensor = Tensor(const Tensor&, const OptionalTensor&,
-                           const OptionalTensor&);
-using ClampTensorOut = Tensor&(const Tensor&, const OptionalTensor&,
-                               const OptionalTensor&, Tensor&);
-using Cumulative = Tensor(const Tensor&, int64_t,
-                          std::optional<at::ScalarType>);
-using CumulativeOut = Tensor&(const Tensor&, int64_t,
-                              std::optional<at::ScalarType>, Tensor&);
-using DimReduction = Tensor(const Tensor&, int64_t, bool);
-using DimReductionOut = Tensor&(const Tensor&, int64_t, bool, Tensor&);
-using ArgReduction = Tensor(const Tensor&, std::optional<int64_t>, bool);
-using ArgReductionOut = Tensor&(const Tensor&, std::optional<int64_t>, bool,
-                                Tensor&);
-using ValuesIndices = std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool);
-using ValuesIndicesOut = std::tuple<Tensor&, Tensor&>(const Tensor&, int64_t,
-                                                      bool, Tensor&, Tensor&);
-using Diagonal = Tensor(const Tensor&, int64_t);
-using DiagonalOut = Tensor&(const Tensor&, int64_t, Tensor&);
-using Concatenate = Tensor(const at::ITensorListRef&, int64_t);
-using ConcatenateOut = Tensor&(const at::ITensorListRef&, int64_t, Tensor&);
-using IndexAdd = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&,
-                        const Scalar&);
-using IndexAddOut = Tensor&(const Tensor&, int64_t, const Tensor&,
-                            const Tensor&, const Scalar&, Tensor&);
+using RandomInPlace = Tensor&(Tensor&, double, double,
+                              std::optional<at::Generator>);
 using MaskedFillScalar = Tensor(const Tensor&, const Tensor&, const Scalar&);
 using LayerNorm = std::tuple<Tensor, Tensor, Tensor>(const Tensor&,
                                                      at::IntArrayRef,
                                                      const OptionalTensor&,
                                                      const OptionalTensor&,
                                                      double);
-using TensorTriple = Tensor(const Tensor&, const Tensor&, const Tensor&);
-using RandomInPlace = Tensor&(Tensor&, double, double,
-                              std::optional<at::Generator>);
 
 // relu is clamp_min(self, 0) on the CPU too, except that it refuses bool.
 Tensor reluMeta(const Tensor& self) {
@@ -344,248 +242,327 @@ Tensor& absOutMeta(const Tensor& self, Tensor& out) {
   return out;
 }
 
-template <class Signature, Signature* kernel>
-c10::KernelFunction boxed() {
-  return c10::KernelFunction::makeFromUnboxedFunction(
-      c10::CompileTimeFunctionPointer<Signature, kernel>());
+// masked_fill_'s CPU kernel: the value checked as in the functional form,
+// then a TensorIterator writing `self` in place over the mask, which may
+// broadcast to `self` but not grow it.
+Tensor& maskedFillInPlaceMeta(Tensor& self, const Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_fill_ only supports boolean masks, but got mask with "
+              "dtype ",
+              mask.scalar_type());
+  at::TensorIteratorConfig()
+      .set_check_mem_overlap(false)
+      .check_all_same_dtype(false)
+      .resize_outputs(false)
+      .add_output(self)
+      .add_const_input(mask)
+      .build();
+  return self;
 }
 
-// The first ops of programs: factories' fills, elementwise arithmetic,
-// Linear (addmm, mm), reductions and norms, indexing by tensors, softmax,
-// activations, cross-entropy, the backward ops of these, and the optimizers'
-// in-place updates, comparisons and the masks made from them, and the other
-// structured elementwise ops, reductions, cumsum, cat and tril/triu that a
-// first op of a program often is (each of those imported torch._dynamo
-// through its Python Meta kernel: a second or more on the host thread).
-// Ops missing here keep working through the dispatcher's (Python) kernel.
-// On mydev the functional and in-place forms of structured ops run ATen's
-// generic structured kernel, which calls the out= overload on the device:
-// that is the call the device-kernel path sees, hence the out= entries.
-const std::unordered_map<c10::OperatorName, c10::KernelFunction>&
-nativeMetaKernels() {
-  static const std::unordered_map<c10::OperatorName, c10::KernelFunction>
-      kernels{
-          {{"aten::fill_", "Scalar"}, boxed<FillInPlace, &at::meta::fill_>()},
-          {{"aten::zero_", ""}, boxed<UnaryInPlace, &at::meta::zero_>()},
-          {{"aten::normal_", ""}, boxed<RandomInPlace, &at::meta::normal_>()},
-          {{"aten::uniform_", ""}, boxed<RandomInPlace, &at::meta::uniform_>()},
-          {{"aten::add", "Tensor"}, boxed<BinaryAlpha, &at::meta::add>()},
-          {{"aten::add_", "Tensor"},
-           boxed<BinaryAlphaInPlace, &at::meta::add_>()},
-          {{"aten::sub", "Tensor"}, boxed<BinaryAlpha, &at::meta::sub>()},
-          {{"aten::sub_", "Tensor"},
-           boxed<BinaryAlphaInPlace, &at::meta::sub_>()},
-          {{"aten::mul", "Tensor"}, boxed<Binary, &at::meta::mul>()},
-          {{"aten::mul_", "Tensor"}, boxed<BinaryInPlace, &at::meta::mul_>()},
-          {{"aten::div", "Tensor"}, boxed<Binary, &at::meta::div>()},
-          {{"aten::div_", "Tensor"}, boxed<BinaryInPlace, &at::meta::div_>()},
-          {{"aten::pow", "Tensor_Scalar"}, boxed<WithScalar, &at::meta::pow>()},
-          {{"aten::addcmul_", ""},
-           boxed<TernaryInPlace, &at::meta::addcmul_>()},
-          {{"aten::addcmul", ""}, boxed<Ternary, &at::meta::addcmul>()},
-          {{"aten::lerp_", "Scalar"},
-           boxed<BinaryAlphaInPlace, &at::meta::lerp_>()},
-          {{"aten::mm", ""}, boxed<Binary, &productMeta<&at::meta::mm>>()},
-          {{"aten::bmm", ""}, boxed<Binary, &productMeta<&at::meta::bmm>>()},
-          {{"aten::addmm", ""}, boxed<AddMm, &addmmMeta>()},
-          {{"aten::addmm_", ""}, boxed<AddMmInPlace, &addmmInPlaceMeta>()},
-          {{"aten::sum", "dim_IntList"}, boxed<Reduction, &at::meta::sum>()},
-          {{"aten::mean", "dim"}, boxed<Reduction, &at::meta::mean>()},
-          {{"aten::amax", ""}, boxed<Amax, &at::meta::amax>()},
-          {{"aten::linalg_vector_norm", ""},
-           boxed<VectorNorm, &at::meta::linalg_vector_norm>()},
-          {{"aten::index", "Tensor"}, boxed<Index, &indexMeta>()},
-          {{"aten::_softmax", ""}, boxed<Softmax, &at::meta::_softmax>()},
-          {{"aten::_log_softmax", ""},
-           boxed<Softmax, &at::meta::_log_softmax>()},
-          {{"aten::relu", ""}, boxed<Unary, &reluMeta>()},
-          {{"aten::threshold_backward", ""},
-           boxed<BinaryAlpha, &at::meta::threshold_backward>()},
-          {{"aten::silu", ""}, boxed<Unary, &at::meta::silu>()},
-          {{"aten::gelu", ""}, boxed<Gelu, &at::meta::gelu>()},
-          {{"aten::exp", ""}, boxed<Unary, &at::meta::exp>()},
-          {{"aten::neg", ""}, boxed<Unary, &at::meta::neg>()},
-          {{"aten::tanh", ""}, boxed<Unary, &at::meta::tanh>()},
-          {{"aten::sigmoid", ""}, boxed<Unary, &at::meta::sigmoid>()},
-          {{"aten::sqrt", ""}, boxed<Unary, &at::meta::sqrt>()},
-          {{"aten::sqrt_", ""}, boxed<UnaryInPlace, &at::meta::sqrt_>()},
-          {{"aten::rsqrt", ""}, boxed<Unary, &at::meta::rsqrt>()},
-          {{"aten::masked_fill", "Scalar"},
-           boxed<MaskedFillScalar, &maskedFillScalarMeta>()},
-          {{"aten::masked_fill", "Tensor"},
-           boxed<TensorTriple, &maskedFillTensorMeta>()},
-          {{"aten::add", "out"}, boxed<BinaryAlphaOut, &at::meta::add_outf>()},
-          {{"aten::sub", "out"}, boxed<BinaryAlphaOut, &at::meta::sub_outf>()},
-          {{"aten::mul", "out"}, boxed<BinaryOut, &at::meta::mul_outf>()},
-          {{"aten::div", "out"}, boxed<BinaryOut, &at::meta::div_outf>()},
-          {{"aten::pow", "Tensor_Scalar_out"},
-           boxed<WithScalarOut, &at::meta::pow_outf>()},
-          {{"aten::addcmul", "out"},
-           boxed<TernaryOut, &at::meta::addcmul_outf>()},
-          {{"aten::lerp", "Scalar_out"},
-           boxed<BinaryAlphaOut, &at::meta::lerp_outf>()},
-          {{"aten::mm", "out"},
-           boxed<BinaryOut, &productOutMeta<&at::meta::mm_outf>>()},
-          {{"aten::bmm", "out"},
-           boxed<BinaryOut, &productOutMeta<&at::meta::bmm_outf>>()},
-          {{"aten::addmm", "out"}, boxed<AddMmOut, &addmmOutMeta>()},
-          {{"aten::sum", "IntList_out"},
-           boxed<ReductionOut, &at::meta::sum_outf>()},
-          {{"aten::mean", "out"}, boxed<ReductionOut, &at::meta::mean_outf>()},
-          {{"aten::amax", "out"}, boxed<AmaxOut, &at::meta::amax_outf>()},
-          {{"aten::linalg_vector_norm", "out"},
-           boxed<VectorNormOut, &at::meta::linalg_vector_norm_outf>()},
-          {{"aten::index", "Tensor_out"}, boxed<IndexOut, &indexOutMeta>()},
-          {{"aten::_softmax", "out"},
-           boxed<SoftmaxOut, &at::meta::_softmax_outf>()},
-          {{"aten::_log_softmax", "out"},
-           boxed<SoftmaxOut, &at::meta::_log_softmax_outf>()},
-          {{"aten::threshold_backward", "grad_input"},
-           boxed<BinaryAlphaOut, &at::meta::threshold_backward_outf>()},
-          {{"aten::silu", "out"}, boxed<UnaryOut, &at::meta::silu_outf>()},
-          {{"aten::gelu", "out"}, boxed<GeluOut, &at::meta::gelu_outf>()},
-          {{"aten::exp", "out"}, boxed<UnaryOut, &at::meta::exp_outf>()},
-          {{"aten::neg", "out"}, boxed<UnaryOut, &at::meta::neg_outf>()},
-          {{"aten::tanh", "out"}, boxed<UnaryOut, &at::meta::tanh_outf>()},
-          {{"aten::sigmoid", "out"},
-           boxed<UnaryOut, &at::meta::sigmoid_outf>()},
-          {{"aten::sqrt", "out"}, boxed<UnaryOut, &at::meta::sqrt_outf>()},
-          {{"aten::rsqrt", "out"}, boxed<UnaryOut, &at::meta::rsqrt_outf>()},
-          {{"aten::sin", ""}, boxed<Unary, &at::meta::sin>()},
-          {{"aten::sin", "out"}, boxed<UnaryOut, &at::meta::sin_outf>()},
-          {{"aten::cos", ""}, boxed<Unary, &at::meta::cos>()},
-          {{"aten::cos", "out"}, boxed<UnaryOut, &at::meta::cos_outf>()},
-          {{"aten::log", ""}, boxed<Unary, &at::meta::log>()},
-          {{"aten::log", "out"}, boxed<UnaryOut, &at::meta::log_outf>()},
-          {{"aten::log1p", ""}, boxed<Unary, &at::meta::log1p>()},
-          {{"aten::log1p", "out"}, boxed<UnaryOut, &at::meta::log1p_outf>()},
-          {{"aten::log2", ""}, boxed<Unary, &at::meta::log2>()},
-          {{"aten::log2", "out"}, boxed<UnaryOut, &at::meta::log2_outf>()},
-          {{"aten::exp2", ""}, boxed<Unary, &at::meta::exp2>()},
-          {{"aten::exp2", "out"}, boxed<UnaryOut, &at::meta::exp2_outf>()},
-          {{"aten::floor", ""}, boxed<Unary, &at::meta::floor>()},
-          {{"aten::floor", "out"}, boxed<UnaryOut, &at::meta::floor_outf>()},
-          {{"aten::ceil", ""}, boxed<Unary, &at::meta::ceil>()},
-          {{"aten::ceil", "out"}, boxed<UnaryOut, &at::meta::ceil_outf>()},
-          {{"aten::trunc", ""}, boxed<Unary, &at::meta::trunc>()},
-          {{"aten::trunc", "out"}, boxed<UnaryOut, &at::meta::trunc_outf>()},
-          {{"aten::round", ""}, boxed<Unary, &at::meta::round>()},
-          {{"aten::round", "out"}, boxed<UnaryOut, &at::meta::round_outf>()},
-          {{"aten::sign", ""}, boxed<Unary, &at::meta::sign>()},
-          {{"aten::sign", "out"}, boxed<UnaryOut, &at::meta::sign_outf>()},
-          {{"aten::erf", ""}, boxed<Unary, &at::meta::erf>()},
-          {{"aten::erf", "out"}, boxed<UnaryOut, &at::meta::erf_outf>()},
-          {{"aten::reciprocal", ""}, boxed<Unary, &at::meta::reciprocal>()},
-          {{"aten::reciprocal", "out"},
-           boxed<UnaryOut, &at::meta::reciprocal_outf>()},
-          {{"aten::maximum", ""}, boxed<Binary, &at::meta::maximum>()},
-          {{"aten::maximum", "out"},
-           boxed<BinaryOut, &at::meta::maximum_outf>()},
-          {{"aten::minimum", ""}, boxed<Binary, &at::meta::minimum>()},
-          {{"aten::minimum", "out"},
-           boxed<BinaryOut, &at::meta::minimum_outf>()},
-          {{"aten::clamp", ""}, boxed<Clamp, &at::meta::clamp>()},
-          {{"aten::clamp", "out"}, boxed<ClampOut, &at::meta::clamp_outf>()},
-          {{"aten::clamp", "Tensor"}, boxed<ClampTensor, &at::meta::clamp>()},
-          {{"aten::clamp", "Tensor_out"},
-           boxed<ClampTensorOut, &at::meta::clamp_outf>()},
-          {{"aten::cumsum", ""}, boxed<Cumulative, &at::meta::cumsum>()},
-          {{"aten::cumsum", "out"},
-           boxed<CumulativeOut, &at::meta::cumsum_outf>()},
-          {{"aten::all", ""}, boxed<Unary, &at::meta::all>()},
-          {{"aten::all", "all_out"}, boxed<UnaryOut, &at::meta::all_outf>()},
-          {{"aten::all", "dim"}, boxed<DimReduction, &at::meta::all>()},
-          {{"aten::all", "out"}, boxed<DimReductionOut, &at::meta::all_outf>()},
-          {{"aten::any", ""}, boxed<Unary, &at::meta::any>()},
-          {{"aten::any", "all_out"}, boxed<UnaryOut, &at::meta::any_outf>()},
-          {{"aten::any", "dim"}, boxed<DimReduction, &at::meta::any>()},
-          {{"aten::any", "out"}, boxed<DimReductionOut, &at::meta::any_outf>()},
-          {{"aten::argmax", ""}, boxed<ArgReduction, &at::meta::argmax>()},
-          {{"aten::argmax", "out"},
-           boxed<ArgReductionOut, &at::meta::argmax_outf>()},
-          {{"aten::argmin", ""}, boxed<ArgReduction, &at::meta::argmin>()},
-          {{"aten::argmin", "out"},
-           boxed<ArgReductionOut, &at::meta::argmin_outf>()},
-          {{"aten::max", "dim"}, boxed<ValuesIndices, &at::meta::max>()},
-          {{"aten::max", "dim_max"},
-           boxed<ValuesIndicesOut, &at::meta::max_outf>()},
-          {{"aten::min", "dim"}, boxed<ValuesIndices, &at::meta::min>()},
-          {{"aten::min", "dim_min"},
-           boxed<ValuesIndicesOut, &at::meta::min_outf>()},
-          {{"aten::tril", ""}, boxed<Diagonal, &at::meta::tril>()},
-          {{"aten::tril", "out"}, boxed<DiagonalOut, &at::meta::tril_outf>()},
-          {{"aten::triu", ""}, boxed<Diagonal, &at::meta::triu>()},
-          {{"aten::triu", "out"}, boxed<DiagonalOut, &at::meta::triu_outf>()},
-          {{"aten::abs", "out"}, boxed<UnaryOut, &absOutMeta>()},
-          {{"aten::native_layer_norm", ""},
-           boxed<LayerNorm, &nativeLayerNormMeta>()},
-          {{"aten::where", "self"}, boxed<TensorTriple, &whereMeta>()},
-          {{"aten::cat", ""}, boxed<Concatenate, &at::meta::cat>()},
-          {{"aten::cat", "out"}, boxed<ConcatenateOut, &at::meta::cat_outf>()},
-          {{"aten::addcdiv", ""}, boxed<Ternary, &at::meta::addcdiv>()},
-          {{"aten::addcdiv", "out"},
-           boxed<TernaryOut, &at::meta::addcdiv_outf>()},
-          {{"aten::index_add", ""}, boxed<IndexAdd, &at::meta::index_add>()},
-          {{"aten::index_add", "out"},
-           boxed<IndexAddOut, &at::meta::index_add_outf>()},
-          {{"aten::eq", "Scalar"}, boxed<WithScalar, &at::meta::eq>()},
-          {{"aten::eq", "Tensor"}, boxed<Binary, &at::meta::eq>()},
-          {{"aten::eq", "Scalar_out"},
-           boxed<WithScalarOut, &at::meta::eq_outf>()},
-          {{"aten::eq", "Tensor_out"}, boxed<BinaryOut, &at::meta::eq_outf>()},
-          {{"aten::ne", "Scalar"}, boxed<WithScalar, &at::meta::ne>()},
-          {{"aten::ne", "Tensor"}, boxed<Binary, &at::meta::ne>()},
-          {{"aten::ne", "Scalar_out"},
-           boxed<WithScalarOut, &at::meta::ne_outf>()},
-          {{"aten::ne", "Tensor_out"}, boxed<BinaryOut, &at::meta::ne_outf>()},
-          {{"aten::lt", "Scalar"}, boxed<WithScalar, &at::meta::lt>()},
-          {{"aten::lt", "Tensor"}, boxed<Binary, &at::meta::lt>()},
-          {{"aten::lt", "Scalar_out"},
-           boxed<WithScalarOut, &at::meta::lt_outf>()},
-          {{"aten::lt", "Tensor_out"}, boxed<BinaryOut, &at::meta::lt_outf>()},
-          {{"aten::le", "Scalar"}, boxed<WithScalar, &at::meta::le>()},
-          {{"aten::le", "Tensor"}, boxed<Binary, &at::meta::le>()},
-          {{"aten::le", "Scalar_out"},
-           boxed<WithScalarOut, &at::meta::le_outf>()},
-          {{"aten::le", "Tensor_out"}, boxed<BinaryOut, &at::meta::le_outf>()},
-          {{"aten::gt", "Scalar"}, boxed<WithScalar, &at::meta::gt>()},
-          {{"aten::gt", "Tensor"}, boxed<Binary, &at::meta::gt>()},
-          {{"aten::gt", "Scalar_out"},
-           boxed<WithScalarOut, &at::meta::gt_outf>()},
-          {{"aten::gt", "Tensor_out"}, boxed<BinaryOut, &at::meta::gt_outf>()},
-          {{"aten::ge", "Scalar"}, boxed<WithScalar, &at::meta::ge>()},
-          {{"aten::ge", "Tensor"}, boxed<Binary, &at::meta::ge>()},
-          {{"aten::ge", "Scalar_out"},
-           boxed<WithScalarOut, &at::meta::ge_outf>()},
-          {{"aten::ge", "Tensor_out"}, boxed<BinaryOut, &at::meta::ge_outf>()},
-          {{"aten::_softmax_backward_data", "out"},
-           boxed<SoftmaxBackwardOut, &at::meta::_softmax_backward_data_outf>()},
-          {{"aten::_log_softmax_backward_data", "out"},
-           boxed<SoftmaxBackwardOut,
-                 &at::meta::_log_softmax_backward_data_outf>()},
-          {{"aten::nll_loss_forward", "output"},
-           boxed<NllLossOut, &at::meta::nll_loss_forward_outf>()},
-          {{"aten::nll_loss_backward", "grad_input"},
-           boxed<NllLossBackwardOut, &at::meta::nll_loss_backward_outf>()},
-      };
-  return kernels;
+Tensor& maskedFillInPlaceScalarMeta(Tensor& self, const Tensor& mask,
+                                    const Scalar& /*value*/) {
+  return maskedFillInPlaceMeta(self, mask);
+}
+
+Tensor& maskedFillInPlaceTensorMeta(Tensor& self, const Tensor& mask,
+                                    const Tensor& value) {
+  TORCH_CHECK(value.dim() == 0,
+              "masked_fill_ only supports a 0-dimensional value tensor, but "
+              "got tensor with ",
+              value.dim(), " dimension(s).");
+  return maskedFillInPlaceMeta(self, mask);
+}
+
+// isnan's CPU kernel is `self != self`.
+Tensor isnanMeta(const Tensor& self) { return at::meta::ne(self, self); }
+
+// logical_not's composite kernel calls logical_not.out with an empty bool
+// output, which the CPU kernel lays out with a TensorIterator that keeps
+// the output's dtype.
+Tensor& logicalNotOutMeta(const Tensor& self, Tensor& out) {
+  at::TensorIteratorConfig()
+      .check_all_same_dtype(false)
+      .add_output(out)
+      .add_const_input(self)
+      .build();
+  return out;
+}
+
+// hardtanh's CPU kernel clamps into empty_like(self), refusing bool and,
+// for uint8, negative limits (integer inputs take the limits as integers,
+// so they never promote).
+Tensor hardtanhMeta(const Tensor& self, const Scalar& min, const Scalar& max) {
+  TORCH_CHECK(self.scalar_type() != at::kBool,
+              "Bool inputs not supported for hardtanh");
+  TORCH_CHECK(self.scalar_type() != at::kByte ||
+                  (min.toLong() >= 0 && max.toLong() >= 0),
+              "cannot do hardtanh on an unsigned type with negative limits");
+  return at::native::empty_like(self);
+}
+
+Tensor hardtanhBackwardMeta(const Tensor& grad_output, const Tensor& self,
+                            const Scalar& /*min*/, const Scalar& /*max*/) {
+  Tensor grad_input;
+  return at::TensorIterator::borrowing_binary_op(grad_input, grad_output, self)
+      .output();
+}
+
+// flip's CPU kernel writes into empty_like(self) after checking the dims
+// (in range, none repeated).
+Tensor flipMeta(const Tensor& self, at::IntArrayRef dims) {
+  at::dim_list_to_bitset(dims, self.dim());
+  return at::native::empty_like(self, std::nullopt, std::nullopt, std::nullopt,
+                                std::nullopt, at::MemoryFormat::Preserve);
+}
+
+// roll's CPU kernel: along one dim, the two pieces of `self` concatenated;
+// along several, one dim after another; with no dim, the flattened tensor
+// rolled and viewed back.
+Tensor rollMeta(const Tensor& self, at::IntArrayRef shifts,
+                at::IntArrayRef dims) {
+  if (dims.size() != 1 || shifts.size() != 1) {
+    TORCH_CHECK(!shifts.empty(), "`shifts` required");
+    if (dims.empty() && shifts.size() == 1) {
+      return at::empty(self.sizes(), self.options());
+    }
+    TORCH_CHECK(shifts.size() == dims.size(),
+                "shifts and dimensions must align. shifts: ", shifts.size(),
+                ", dims:", dims.size());
+    return rollMeta(rollMeta(self, shifts[0], dims[0]), shifts.slice(1),
+                    dims.slice(1));
+  }
+  if (self.numel() == 0) {
+    return at::native::empty_like(self, std::nullopt, std::nullopt,
+                                  std::nullopt, std::nullopt,
+                                  at::MemoryFormat::Preserve);
+  }
+  const int64_t dim = at::maybe_wrap_dim(dims[0], self.dim());
+  const int64_t size = self.size(dim);
+  const int64_t start = ((size - shifts[0]) % size + size) % size;
+  return at::meta::cat(
+      {self.narrow(dim, start, size - start), self.narrow(dim, 0, start)}, dim);
+}
+
+// std and var (and their _mean forms, whose mean has the input's dtype)
+// check the input's dtype and reduce into a contiguous result of the real
+// dtype.
+Tensor varianceMeta(const Tensor& self, at::OptionalIntArrayRef dim,
+                    bool keepdim) {
+  TORCH_CHECK(self.layout() == at::Layout::Strided,
+              "std and var only supports strided layout, got: ", self.layout());
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) ||
+                  at::isComplexType(self.scalar_type()),
+              "std and var only support floating point and complex dtypes");
+  const auto mask =
+      at::native::make_dim_mask(dim.value_or(at::IntArrayRef{}), self.dim());
+  return at::empty(
+      at::native::shape_from_dim_mask(self, mask, keepdim),
+      self.options().dtype(c10::toRealValueType(self.scalar_type())));
+}
+
+Tensor stdVarMeta(const Tensor& self, at::OptionalIntArrayRef dim,
+                  const std::optional<Scalar>& /*correction*/, bool keepdim) {
+  return varianceMeta(self, dim, keepdim);
+}
+
+std::tuple<Tensor, Tensor> stdVarMeanMeta(
+    const Tensor& self, at::OptionalIntArrayRef dim,
+    const std::optional<Scalar>& /*correction*/, bool keepdim) {
+  Tensor variance = varianceMeta(self, dim, keepdim);
+  Tensor mean = at::empty(variance.sizes(), self.options());
+  return {std::move(variance), std::move(mean)};
+}
+
+// The CPU kernel's test of a batch-norm operand being dense in some layout,
+// and the layout it then keeps (a channels-last tensor whose
+// suggest_memory_format() is ambiguous is kept channels-last).
+bool denseInSomeLayout(const Tensor& t) {
+  return t.is_contiguous() || t.is_contiguous(at::MemoryFormat::ChannelsLast) ||
+         t.is_contiguous(at::MemoryFormat::ChannelsLast3d);
+}
+
+at::MemoryFormat denseLayoutOf(const Tensor& t) {
+  if (t.is_contiguous()) {
+    return at::MemoryFormat::Contiguous;
+  }
+  return t.is_contiguous(at::MemoryFormat::ChannelsLast3d)
+             ? at::MemoryFormat::ChannelsLast3d
+             : at::MemoryFormat::ChannelsLast;
+}
+
+// native_batch_norm's CPU kernel: the output like the input (in its dense
+// layout when every operand is dense), and the saved statistics, one per
+// channel when training and empty otherwise, in float when the parameters
+// are float beside a reduced-precision input.
+std::tuple<Tensor, Tensor, Tensor> nativeBatchNormMeta(
+    const Tensor& input, const OptionalTensor& weight_opt,
+    const OptionalTensor& bias_opt, const OptionalTensor& running_mean_opt,
+    const OptionalTensor& running_var_opt, bool training, double /*momentum*/,
+    double /*eps*/) {
+  const Tensor weight = weight_opt.value_or(Tensor());
+  const Tensor bias = bias_opt.value_or(Tensor());
+  const Tensor running_mean = running_mean_opt.value_or(Tensor());
+  const Tensor running_var = running_var_opt.value_or(Tensor());
+  TORCH_CHECK(input.dim() >= 2 && at::isFloatingType(input.scalar_type()),
+              "batch_norm: left to the CPU kernel");
+  const bool all_dense = denseInSomeLayout(input) &&
+                         (!weight.defined() || weight.is_contiguous()) &&
+                         (!bias.defined() || bias.is_contiguous()) &&
+                         running_mean.is_contiguous() &&
+                         running_var.is_contiguous();
+  Tensor output = at::native::empty_like(
+      input, std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+      all_dense ? denseLayoutOf(input) : input.suggest_memory_format());
+  const bool mixed =
+      at::native::is_mixed_type(input, weight, bias, running_mean, running_var);
+  const auto statistics_options =
+      input.options().dtype(mixed ? at::kFloat : input.scalar_type());
+  const int64_t statistics_size = training ? input.size(1) : 0;
+  return {std::move(output), at::empty({statistics_size}, statistics_options),
+          at::empty({statistics_size}, statistics_options)};
+}
+
+// native_group_norm's CPU kernel: the output in the input's suggested
+// layout (which the input must be dense in), the per-sample, per-group
+// mean and reciprocal standard deviation in the parameters' dtype.
+std::tuple<Tensor, Tensor, Tensor> nativeGroupNormMeta(
+    const Tensor& input, const OptionalTensor& weight_opt,
+    const OptionalTensor& bias_opt, int64_t n, int64_t channels,
+    int64_t /*hxw*/, int64_t groups, double /*eps*/) {
+  const Tensor weight = weight_opt.value_or(Tensor());
+  const Tensor bias = bias_opt.value_or(Tensor());
+  const at::MemoryFormat layout = input.suggest_memory_format();
+  TORCH_CHECK(
+      groups > 0 && channels % groups == 0 && input.is_contiguous(layout) &&
+          (!weight.defined() ||
+           (weight.dim() == 1 && weight.numel() == channels &&
+            weight.is_contiguous())) &&
+          (!bias.defined() || (bias.dim() == 1 && bias.numel() == channels &&
+                               bias.is_contiguous())),
+      "group_norm: left to the CPU kernel");
+  const bool mixed = at::native::is_mixed_type(input, weight, bias);
+  if (mixed) {
+    at::native::check_mixed_data_type(input, weight, bias);
+  }
+  const auto statistics_options =
+      input.options().dtype(at::native::param_scalar_type(input, mixed));
+  return {at::native::empty_like(input, std::nullopt, std::nullopt,
+                                 std::nullopt, std::nullopt, layout),
+          at::empty({n, groups}, statistics_options),
+          at::empty({n, groups}, statistics_options)};
+}
+
+// logical_and/or/xor's composite kernels call the out= overload with an
+// empty bool output, which the CPU kernel lays out as a comparison. It
+// first checks, on the data, that a 0-dim operand of another dtype
+// converts to the other operand's: such calls are left to the CPU kernel.
+Tensor& logicalBinaryOutMeta(const Tensor& self, const Tensor& other,
+                             Tensor& out) {
+  TORCH_CHECK(self.scalar_type() == other.scalar_type() ||
+                  (self.dim() == 0) == (other.dim() == 0),
+              "logical op: the CPU kernel reads the 0-dim operand");
+  at::TensorIterator::comparison_op(out, self, other);
+  return out;
+}
+
+// hardswish's CPU kernel: a unary TensorIterator op.
+Tensor hardswishMeta(const Tensor& self) {
+  Tensor result;
+  return at::TensorIterator::unary_op(result, self).output();
+}
+
+// dot's (and vdot's) CPU kernel: a 0-dim result from two 1-D operands of
+// one dtype and length.
+Tensor dotMeta(const Tensor& self, const Tensor& other) {
+  TORCH_CHECK(self.dim() == 1 && other.dim() == 1 &&
+                  self.scalar_type() == other.scalar_type() &&
+                  self.numel() == other.numel(),
+              "dot: left to the CPU kernel");
+  return at::empty({}, self.options());
+}
+
+// The structured ops' at::meta kernels (the generated table), and Meta
+// kernels for common ops that have none in C++ or whose at::meta kernel
+// accepts what the CPU kernel refuses: factories' fills and random
+// initialization, relu, indexing by tensors, the matrix products,
+// masked_fill, where, abs, layer_norm, batch_norm, group_norm, isnan, the
+// logical ops, hardtanh (ReLU6), hardswish, dot, flip, roll, std and var. Ops
+// missing here keep working through the dispatcher's (Python) kernel. On mydev
+// the functional and in-place forms of structured ops that are not routed to
+// the device-kernel path (structured_op_routing.cpp) run ATen's generic
+// structured kernel, which calls the out= overload on the device: hence the
+// out= entries.
+const NativeMetaTable& nativeMetaKernels() {
+  static const NativeMetaTable table = [] {
+    NativeMetaTable kernels;
+    addStructuredMetaKernels(kernels);
+    kernels.add<FillInPlace>("aten::fill_", "Scalar", &at::meta::fill_);
+    kernels.add<UnaryInPlace>("aten::zero_", "", &at::meta::zero_);
+    kernels.add<RandomInPlace>("aten::normal_", "", &at::meta::normal_);
+    kernels.add<RandomInPlace>("aten::uniform_", "", &at::meta::uniform_);
+    kernels.add<Unary>("aten::relu", "", &reluMeta);
+    kernels.add<Index>("aten::index", "Tensor", &indexMeta);
+    kernels.add<IndexOut>("aten::index", "Tensor_out", &indexOutMeta);
+    kernels.add<Binary>("aten::mm", "", &productMeta<&at::meta::mm>);
+    kernels.add<BinaryOut>("aten::mm", "out",
+                           &productOutMeta<&at::meta::mm_outf>);
+    kernels.add<Binary>("aten::bmm", "", &productMeta<&at::meta::bmm>);
+    kernels.add<BinaryOut>("aten::bmm", "out",
+                           &productOutMeta<&at::meta::bmm_outf>);
+    kernels.add<AddMm>("aten::addmm", "", &addmmMeta);
+    kernels.add<AddMmInPlace>("aten::addmm_", "", &addmmInPlaceMeta);
+    kernels.add<AddMmOut>("aten::addmm", "out", &addmmOutMeta);
+    kernels.add<MaskedFillScalar>("aten::masked_fill", "Scalar",
+                                  &maskedFillScalarMeta);
+    kernels.add<TensorTriple>("aten::masked_fill", "Tensor",
+                              &maskedFillTensorMeta);
+    kernels.add<TensorTriple>("aten::where", "self", &whereMeta);
+    kernels.add<UnaryOut>("aten::abs", "out", &absOutMeta);
+    kernels.add<LayerNorm>("aten::native_layer_norm", "", &nativeLayerNormMeta);
+    kernels.add<MaskedFillInPlaceScalar>("aten::masked_fill_", "Scalar",
+                                         &maskedFillInPlaceScalarMeta);
+    kernels.add<MaskedFillInPlaceTensor>("aten::masked_fill_", "Tensor",
+                                         &maskedFillInPlaceTensorMeta);
+    kernels.add<Unary>("aten::isnan", "", &isnanMeta);
+    kernels.add<UnaryOut>("aten::logical_not", "out", &logicalNotOutMeta);
+    kernels.add<Hardtanh>("aten::hardtanh", "", &hardtanhMeta);
+    kernels.add<HardtanhBackward>("aten::hardtanh_backward", "",
+                                  &hardtanhBackwardMeta);
+    kernels.add<Flip>("aten::flip", "", &flipMeta);
+    kernels.add<Roll>("aten::roll", "", &rollMeta);
+    kernels.add<BatchNorm>("aten::native_batch_norm", "", &nativeBatchNormMeta);
+    kernels.add<GroupNorm>("aten::native_group_norm", "", &nativeGroupNormMeta);
+    for (const char* name :
+         {"aten::logical_and", "aten::logical_or", "aten::logical_xor"}) {
+      kernels.add<BinaryOut>(name, "out", &logicalBinaryOutMeta);
+    }
+    kernels.add<Unary>("aten::hardswish", "", &hardswishMeta);
+    kernels.add<Binary>("aten::dot", "", &dotMeta);
+    kernels.add<Binary>("aten::vdot", "", &dotMeta);
+    kernels.add<Variance>("aten::std", "correction", &stdVarMeta);
+    kernels.add<Variance>("aten::var", "correction", &stdVarMeta);
+    kernels.add<VarianceMean>("aten::std_mean", "correction", &stdVarMeanMeta);
+    kernels.add<VarianceMean>("aten::var_mean", "correction", &stdVarMeanMeta);
+    return kernels;
+  }();
+  return table;
 }
 
 }  // namespace
 
 bool hasNativeMetaKernel(const c10::OperatorName& name) {
-  return nativeMetaKernels().count(name) != 0;
+  return nativeMetaKernels().find(name) != nullptr;
 }
 
 bool runNativeMetaKernel(const c10::OperatorHandle& op,
                          torch::jit::Stack* stack) {
-  const auto& kernels = nativeMetaKernels();
-  const auto found = kernels.find(op.operator_name());
-  if (found == kernels.end()) {
+  const c10::KernelFunction* kernel =
+      nativeMetaKernels().find(op.operator_name());
+  if (kernel == nullptr) {
     return false;
   }
-  found->second.callBoxed(op, c10::DispatchKeySet(c10::DispatchKey::Meta),
-                          stack);
+  kernel->callBoxed(op, c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
   return true;
 }
 

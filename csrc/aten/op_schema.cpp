@@ -121,9 +121,18 @@ std::optional<c10::OperatorHandle> findOutVariant(
 
 }  // namespace
 
-bool outputsShapedByTheData(const c10::OperatorName& name) {
-  return name.name == "aten::_embedding_bag" ||
-         name.name == "aten::_embedding_bag_forward_only";
+bool outputsShapedByTheData(const c10::OperatorHandle& op) {
+  const std::string& name = op.operator_name().name;
+  if (name == "aten::_embedding_bag" ||
+      name == "aten::_embedding_bag_forward_only") {
+    return true;
+  }
+  // torch tags the ops whose result's shape can depend on the data (their
+  // Meta kernels raise, after importing sympy). Two of them know the shape
+  // from their arguments in the common case, which their Meta kernels use:
+  // indexing by integer tensors and repeat_interleave given output_size.
+  return op.hasTag(at::Tag::dynamic_output_shape) && name != "aten::index" &&
+         name != "aten::repeat_interleave";
 }
 
 ArgumentKind argumentKind(const c10::Argument& argument) {

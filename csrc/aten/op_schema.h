@@ -38,7 +38,7 @@ ArgumentKind argumentKind(const c10::Argument& argument);
 // Ops whose Meta kernel can't predict their outputs' shapes (they depend on
 // the data or on the mode in ways the Meta kernel doesn't model), beyond the
 // ones that have no Meta kernel at all.
-bool outputsShapedByTheData(const c10::OperatorName& name);
+bool outputsShapedByTheData(const c10::OperatorHandle& op);
 
 // True when the op takes a Generator (is a random op).
 bool takesGenerator(const c10::FunctionSchema& schema);

@@ -1,0 +1,38 @@
+// The table behind native_meta_kernels.h: C++ Meta kernels by operator.
+#pragma once
+
+#include <ATen/core/boxing/KernelFunction.h>
+#include <ATen/core/operator_name.h>
+
+#include <unordered_map>
+
+namespace mydev {
+
+class NativeMetaTable {
+ public:
+  // Lists `kernel` as the Meta kernel of aten op `name`.`overload`; the
+  // explicit Signature (the op's dispatcher signature) picks the overload
+  // of an at::meta function. A later entry replaces an earlier one.
+  template <class Signature>
+  void add(const char* name, const char* overload, Signature* kernel) {
+    kernels_.insert_or_assign(
+        c10::OperatorName(name, overload),
+        c10::KernelFunction::makeFromUnboxedRuntimeFunction(kernel));
+  }
+
+  // The kernel listed for `name`, or null.
+  const c10::KernelFunction* find(const c10::OperatorName& name) const {
+    const auto found = kernels_.find(name);
+    return found == kernels_.end() ? nullptr : &found->second;
+  }
+
+ private:
+  std::unordered_map<c10::OperatorName, c10::KernelFunction> kernels_;
+};
+
+// Every structured op's at::meta kernels (functional, in-place and out=),
+// from torch's native_functions.yaml: written at build time by
+// generate_native_meta_table.py.
+void addStructuredMetaKernels(NativeMetaTable& table);
+
+}  // namespace mydev
