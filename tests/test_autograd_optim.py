@@ -229,6 +229,23 @@ def _run_case(make_inputs, fn, device):
     return [o.detach() for o in outs], [t.grad if t.requires_grad else None for t in inputs]
 
 
+@pytest.mark.parametrize(
+    "loss", [F.mse_loss, F.smooth_l1_loss, F.huber_loss, F.l1_loss, F.binary_cross_entropy_with_logits]
+)
+def test_reduced_losses_give_no_warning_the_cpu_does_not(loss):
+    # The out= kernels of some losses use a 0-dim `out` as scratch of the
+    # input's shape, with a deprecation warning: the device runs their
+    # functional kernels, as a CPU call does.
+    a = torch.randn(4, 5, device=D)
+    b = torch.rand(4, 5, device=D)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = loss(a, b)
+        torch.mydev.synchronize()
+    assert [str(w.message) for w in caught] == []
+    assert_close_to_cpu(result, loss(a.cpu(), b.cpu()))
+
+
 @pytest.mark.parametrize("case", list(GRAD_CASES))
 def test_gradients_match_cpu(case):
     make_inputs, fn = GRAD_CASES[case]

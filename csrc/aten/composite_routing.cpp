@@ -11,9 +11,10 @@
 //    numerics than the CPU kernels and no reduced-precision support.
 //  - mode.values, conj_physical_: their composite kernels check for CPU/CUDA
 //    devices or call a DispatchStub for the tensor's own device.
-//  - mse_loss: its generated composite kernel calls mse_loss.out, whose CPU
-//    kernel uses `out` as scratch of the input's shape (resizing a 0-dim
-//    output, with a deprecation warning); the device-kernel path runs the
+//  - mse_loss, smooth_l1_loss: their generated composite kernels call the
+//    out= overload, whose CPU kernel uses `out` as scratch of the input's
+//    shape (resizing a 0-dim output, with a deprecation warning the CPU's
+//    functional call never gives); the device-kernel path runs the
 //    functional CPU kernel instead (see outVariantMisbehaves).
 //  - index_fill, masked_fill, masked_scatter: their composite kernels are a
 //    clone and the in-place op, which on a device are two dispatches and two
@@ -86,8 +87,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_batch_norm_no_update",
          torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
   for (const char* name :
-       {"mse_loss", "native_layer_norm", "native_group_norm", "addr",
-        "mode.values", "conj_physical_", "index_fill.int_Scalar",
+       {"mse_loss", "smooth_l1_loss", "native_layer_norm", "native_group_norm",
+        "addr", "mode.values", "conj_physical_", "index_fill.int_Scalar",
         "index_fill.int_Tensor", "masked_fill.Scalar", "masked_fill.Tensor",
         "masked_scatter"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&runOnDevice>());
