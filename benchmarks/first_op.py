@@ -12,7 +12,11 @@ Every figure comes from a fresh interpreter (what a user's script pays once):
 * the first mask and normalization ops, after the input is on the device: a
   comparison, ``where``, ``abs``, ``masked_fill`` and ``layer_norm`` (ops
   whose Meta kernels are Python in torch; the first of those imports
-  ``torch._dynamo``, about a second); same target.
+  ``torch._dynamo``, about a second); same target;
+* the first training step of a small CNN (convolutions, batch norm, ReLU6,
+  pooling, a Linear, cross-entropy, backward, SGD with momentum) and one
+  eval forward, after the model and batch are on the device: the ops a
+  vision program starts with; same target.
 
 The repetitions of a mydev figure and of its CPU baseline alternate, so both
 see the same machine load; each figure is the median. Nothing here asserts
@@ -81,6 +85,34 @@ print(json.dumps({"first_mask_norm_s": time.perf_counter() - start}))
 """
 
 
+# Prints {"first_cnn_step_s": ...} for DEVICE.
+FIRST_CNN_STEP = """
+import json, time
+import torch
+from torch import nn
+sync = torch.mydev.synchronize if DEVICE == "mydev" else (lambda: None)
+torch.manual_seed(0)
+model = nn.Sequential(
+    nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU6(), nn.AdaptiveAvgPool2d(1),
+    nn.Flatten(), nn.Linear(16, 10),
+).to(DEVICE)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+x = torch.randn(4, 3, 16, 16).to(DEVICE)
+y = torch.randint(0, 10, (4,)).to(DEVICE)
+sync()
+start = time.perf_counter()
+nn.functional.cross_entropy(model(x), y).backward()
+optimizer.step()
+optimizer.zero_grad()
+model.eval()
+with torch.no_grad():
+    model(x).argmax(1)
+sync()
+print(json.dumps({"first_cnn_step_s": time.perf_counter() - start}))
+"""
+
+
 @dataclass
 class Row:
     section: str
@@ -134,7 +166,7 @@ def measure(reps: int) -> List[Row]:
         progress(f"repetition {rep + 1}/{reps}")
         for device in ("mydev", "cpu"):  # alternating: both see the same load
             figures = {}
-            for script in (IMPORT_AND_FIRST_OP, FIRST_LINEAR, FIRST_MASK_AND_NORM):
+            for script in (IMPORT_AND_FIRST_OP, FIRST_LINEAR, FIRST_MASK_AND_NORM, FIRST_CNN_STEP):
                 figures.update(fresh_process(script, device))
             for key, seconds in figures.items():
                 samples.setdefault(key, {}).setdefault(device, []).append(seconds * 1e3)
@@ -155,6 +187,7 @@ def measure(reps: int) -> List[Row]:
         ("first_op_s", "first op: torch.ones(256) * 2"),
         ("first_linear_s", "first nn.Linear(64, 64) forward"),
         ("first_mask_norm_s", "first x > 0, where, abs, masked_fill, layer_norm"),
+        ("first_cnn_step_s", "first CNN training step (conv, batch_norm, SGD) + eval forward"),
     ):
         row = Row("first_op", name, "mydev < 100 ms", median(key, "mydev"), median(key, "cpu"))
         row.verdict = "PASS" if row.mydev < 100 else "MISS"

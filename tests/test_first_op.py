@@ -115,6 +115,16 @@ def run(t):
         "batch_norm": F.batch_norm(t, None, None, training=True),
         "batch_norm_eval": F.batch_norm(t, t[0].abs(), t[1].abs() + 1, t[2], t[3]),
         "group_norm": F.group_norm(t.reshape(2, 3, 5), 3, t[0, :3], t[1, :3]),
+        "conv2d": F.conv2d(t.reshape(1, 2, 3, 5), t[:4, :2].reshape(2, 2, 2, 1), t[5, :2], padding=1),
+        "conv2d_channels_last_input": F.conv2d(
+            t.reshape(1, 2, 3, 5).contiguous(memory_format=torch.channels_last), t[:4, :2].reshape(2, 2, 2, 1)
+        ),
+        "conv2d_channels_last_weight": F.conv2d(
+            t.reshape(1, 2, 3, 5), t[:4, :2].reshape(2, 2, 2, 1).contiguous(memory_format=torch.channels_last)
+        ),
+        "conv1d": F.conv1d(t.reshape(2, 3, 5), t[:3, :2].reshape(1, 3, 2), stride=2),
+        "conv_transpose2d": F.conv_transpose2d(t.reshape(1, 2, 3, 5), t[:2, :4].reshape(2, 1, 2, 2), stride=2),
+        "conv3d": F.conv3d(t.reshape(1, 1, 2, 3, 5), t[0, :4].reshape(1, 1, 1, 2, 2)),
         "channels_last_batch_norm": F.batch_norm(
             t.reshape(1, 6, 5, 1).contiguous(memory_format=torch.channels_last), None, None, training=True
         ),

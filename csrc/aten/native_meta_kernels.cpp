@@ -53,6 +53,9 @@ using GroupNorm = std::tuple<Tensor, Tensor, Tensor>(const Tensor&,
                                                      const OptionalTensor&,
                                                      int64_t, int64_t, int64_t,
                                                      int64_t, double);
+using Convolution = Tensor(const Tensor&, const Tensor&, const OptionalTensor&,
+                           at::IntArrayRef, at::IntArrayRef, at::IntArrayRef,
+                           bool, at::IntArrayRef, int64_t);
 using VarianceMean = std::tuple<Tensor, Tensor>(const Tensor&,
                                                 at::OptionalIntArrayRef,
                                                 const std::optional<Scalar>&,
@@ -482,17 +485,67 @@ Tensor dotMeta(const Tensor& self, const Tensor& other) {
   return at::empty({}, self.options());
 }
 
+// aten::convolution's CPU kernel picks a backend (oneDNN or ATen's own
+// convolutions) and computes in the layout that backend prefers. For 4-D
+// inputs every CPU backend writes channels-last when the input or the weight
+// suggests it, contiguous otherwise. 3-D and 5-D calls with contiguous
+// operands are contiguous; the other layouts, and anything unusual (empty
+// inputs, mismatched shapes), are left to the CPU kernel, run synchronously.
+Tensor convolutionMeta(const Tensor& input, const Tensor& weight,
+                       const OptionalTensor& bias, at::IntArrayRef stride,
+                       at::IntArrayRef padding, at::IntArrayRef dilation,
+                       bool transposed, at::IntArrayRef output_padding,
+                       int64_t groups) {
+  const int64_t dims = weight.dim();
+  const auto spatial = static_cast<size_t>(dims - 2);
+  const int64_t in_channels =
+      transposed ? weight.size(0) : weight.size(1) * groups;
+  TORCH_CHECK(dims >= 3 && dims <= 5 && input.dim() == dims &&
+                  input.numel() > 0 && groups > 0 &&
+                  input.size(1) == in_channels && stride.size() == spatial &&
+                  padding.size() == spatial && dilation.size() == spatial &&
+                  (!transposed || output_padding.size() == spatial) &&
+                  input.scalar_type() == weight.scalar_type() &&
+                  (!bias.has_value() || !bias->defined() ||
+                   bias->scalar_type() == input.scalar_type()),
+              "convolution: left to the CPU kernel");
+  c10::DimVector shape{input.size(0),
+                       transposed ? weight.size(1) * groups : weight.size(0)};
+  for (size_t d = 0; d < spatial; ++d) {
+    const int64_t in = input.size(d + 2);
+    const int64_t kernel_extent = dilation[d] * (weight.size(d + 2) - 1) + 1;
+    const int64_t out =
+        transposed ? (in - 1) * stride[d] - 2 * padding[d] + kernel_extent +
+                         output_padding[d]
+                   : (in + 2 * padding[d] - kernel_extent) / stride[d] + 1;
+    TORCH_CHECK(out > 0 && stride[d] > 0,
+                "convolution: left to the CPU kernel");
+    shape.push_back(out);
+  }
+  at::MemoryFormat layout = at::MemoryFormat::Contiguous;
+  if (dims == 4) {
+    if (input.suggest_memory_format() == at::MemoryFormat::ChannelsLast ||
+        weight.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
+      layout = at::MemoryFormat::ChannelsLast;
+    }
+  } else {
+    TORCH_CHECK(input.is_contiguous() && weight.is_contiguous(),
+                "convolution: left to the CPU kernel");
+  }
+  return at::empty(shape, input.options().memory_format(layout));
+}
+
 // The structured ops' at::meta kernels (the generated table), and Meta
 // kernels for common ops that have none in C++ or whose at::meta kernel
 // accepts what the CPU kernel refuses: factories' fills and random
 // initialization, relu, indexing by tensors, the matrix products,
-// masked_fill, where, abs, layer_norm, batch_norm, group_norm, isnan, the
-// logical ops, hardtanh (ReLU6), hardswish, dot, flip, roll, std and var. Ops
-// missing here keep working through the dispatcher's (Python) kernel. On mydev
-// the functional and in-place forms of structured ops that are not routed to
-// the device-kernel path (structured_op_routing.cpp) run ATen's generic
-// structured kernel, which calls the out= overload on the device: hence the
-// out= entries.
+// masked_fill, where, abs, convolution, layer_norm, batch_norm, group_norm,
+// isnan, the logical ops, hardtanh (ReLU6), hardswish, dot, flip, roll, std
+// and var. Ops missing here keep working through the dispatcher's (Python)
+// kernel. On mydev the functional and in-place forms of structured ops that
+// are not routed to the device-kernel path (structured_op_routing.cpp) run
+// ATen's generic structured kernel, which calls the out= overload on the
+// device: hence the out= entries.
 const NativeMetaTable& nativeMetaKernels() {
   static const NativeMetaTable table = [] {
     NativeMetaTable kernels;
@@ -538,6 +591,7 @@ const NativeMetaTable& nativeMetaKernels() {
       kernels.add<BinaryOut>(name, "out", &logicalBinaryOutMeta);
     }
     kernels.add<Unary>("aten::hardswish", "", &hardswishMeta);
+    kernels.add<Convolution>("aten::convolution", "", &convolutionMeta);
     kernels.add<Binary>("aten::dot", "", &dotMeta);
     kernels.add<Binary>("aten::vdot", "", &dotMeta);
     kernels.add<Variance>("aten::std", "correction", &stdVarMeta);
