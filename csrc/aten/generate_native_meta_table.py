@@ -4,9 +4,10 @@ torchgen. setup.py runs it before each build; the table is a build product,
 never edited by hand.
 
 Every structured op's functional, in-place and out= overloads have C++ Meta
-kernels in libtorch, the same meta functions the CPU kernels run; `import
-torch` hides most of them under Python ones (native_meta_kernels.h says why
-that matters). An op with SymInt arguments is listed with at::meta's
+kernels in libtorch, the same meta functions the CPU kernels run; so do the
+out= factories whose CPU kernel is registered for Meta too (arange,
+linspace, logspace, eye, range). `import torch` hides most of them under
+Python ones (native_meta_kernels.h says why that matters). An op with SymInt arguments is listed with at::meta's
 int64_t signature, which the dispatcher calls with the concrete values the
 device-kernel path passes.
 
@@ -25,7 +26,7 @@ from torchgen.api import cpp
 from torchgen.api.types import DispatcherSignature
 from torchgen.context import native_function_manager
 from torchgen.gen import parse_native_yaml
-from torchgen.model import NativeFunction
+from torchgen.model import DispatchKey, NativeFunction
 
 YAML_DIR = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native"
 OPS_HEADERS = Path(torch.__file__).parent / "include" / "ATen" / "ops"
@@ -39,12 +40,23 @@ def declared_meta_functions(root_name: str) -> set:
     return set(re.findall(r"TORCH_API [^;(]*?\b(\w+)\(", header.read_text()))
 
 
-def structured_overloads() -> Iterator[Tuple[NativeFunction, str, str]]:
+def meta_overloads() -> Iterator[Tuple[NativeFunction, str, str]]:
     """(function, its at::meta name, its dispatcher signature) of every
-    structured overload whose Meta kernel libtorch declares."""
+    structured overload, and every out= overload whose CPU kernel is also its
+    Meta kernel, that libtorch declares in at::meta."""
     parsed = parse_native_yaml(str(YAML_DIR / "native_functions.yaml"), str(YAML_DIR / "tags.yaml"))
+    cpu_kernels = parsed.backend_indices[DispatchKey.CPU]
+    meta_kernels = parsed.backend_indices[DispatchKey.Meta]
     for function in parsed.native_functions:
-        if not (function.structured or function.structured_delegate):
+        cpu_kernel = cpu_kernels.get_kernel(function)
+        meta_kernel = meta_kernels.get_kernel(function)
+        shares_cpu_kernel = (
+            function.func.is_out_fn()
+            and cpu_kernel is not None
+            and meta_kernel is not None
+            and cpu_kernel.kernel == meta_kernel.kernel
+        )
+        if not (function.structured or function.structured_delegate or shares_cpu_kernel):
             continue
         with native_function_manager(function):
             meta_name = cpp.name(function.func, faithful_name_for_out_overloads=True)
@@ -55,7 +67,7 @@ def structured_overloads() -> Iterator[Tuple[NativeFunction, str, str]]:
 def render() -> str:
     headers = set()
     lines: List[str] = []
-    for function, meta_name, signature in structured_overloads():
+    for function, meta_name, signature in meta_overloads():
         headers.add(f"#include <ATen/ops/{function.root_name}_meta_dispatch.h>")
         name = function.func.name
         lines.append(f'  table.add<{signature}>("aten::{name.name}", "{name.overload_name}", &at::meta::{meta_name});')

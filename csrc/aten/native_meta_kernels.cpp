@@ -56,6 +56,9 @@ using GroupNorm = std::tuple<Tensor, Tensor, Tensor>(const Tensor&,
 using Convolution = Tensor(const Tensor&, const Tensor&, const OptionalTensor&,
                            at::IntArrayRef, at::IntArrayRef, at::IntArrayRef,
                            bool, at::IntArrayRef, int64_t);
+using NanToNumOut = Tensor&(const Tensor&, std::optional<double>,
+                            std::optional<double>, std::optional<double>,
+                            Tensor&);
 using VarianceMean = std::tuple<Tensor, Tensor>(const Tensor&,
                                                 at::OptionalIntArrayRef,
                                                 const std::optional<Scalar>&,
@@ -475,6 +478,23 @@ Tensor hardswishMeta(const Tensor& self) {
   return at::TensorIterator::unary_op(result, self).output();
 }
 
+// nan_to_num's composite kernel calls nan_to_num.out with empty_like(self);
+// the CPU kernel keeps the output's dtype (the input's, or it refuses),
+// resizes it for integer inputs and lays it out with a unary TensorIterator
+// otherwise.
+Tensor& nanToNumOutMeta(const Tensor& self, std::optional<double> /*nan*/,
+                        std::optional<double> /*posinf*/,
+                        std::optional<double> /*neginf*/, Tensor& out) {
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(),
+              "nan_to_num: left to the CPU kernel");
+  if (c10::isIntegralType(self.scalar_type(), /*includeBool=*/true)) {
+    at::native::resize_output(out, self.sizes());
+  } else {
+    at::TensorIterator::unary_op(out, self);
+  }
+  return out;
+}
+
 // dot's (and vdot's) CPU kernel: a 0-dim result from two 1-D operands of
 // one dtype and length.
 Tensor dotMeta(const Tensor& self, const Tensor& other) {
@@ -540,12 +560,12 @@ Tensor convolutionMeta(const Tensor& input, const Tensor& weight,
 // accepts what the CPU kernel refuses: factories' fills and random
 // initialization, relu, indexing by tensors, the matrix products,
 // masked_fill, where, abs, convolution, layer_norm, batch_norm, group_norm,
-// isnan, the logical ops, hardtanh (ReLU6), hardswish, dot, flip, roll, std
-// and var. Ops missing here keep working through the dispatcher's (Python)
-// kernel. On mydev the functional and in-place forms of structured ops that
-// are not routed to the device-kernel path (structured_op_routing.cpp) run
-// ATen's generic structured kernel, which calls the out= overload on the
-// device: hence the out= entries.
+// isnan, the logical ops, hardtanh (ReLU6), hardswish, nan_to_num, dot,
+// flip, roll, std and var. Ops missing here keep working through the
+// dispatcher's (Python) kernel. On mydev the functional and in-place forms of
+// structured ops that are not routed to the device-kernel path
+// (structured_op_routing.cpp) run ATen's generic structured kernel, which calls
+// the out= overload on the device: hence the out= entries.
 const NativeMetaTable& nativeMetaKernels() {
   static const NativeMetaTable table = [] {
     NativeMetaTable kernels;
@@ -592,6 +612,7 @@ const NativeMetaTable& nativeMetaKernels() {
     }
     kernels.add<Unary>("aten::hardswish", "", &hardswishMeta);
     kernels.add<Convolution>("aten::convolution", "", &convolutionMeta);
+    kernels.add<NanToNumOut>("aten::nan_to_num", "out", &nanToNumOutMeta);
     kernels.add<Binary>("aten::dot", "", &dotMeta);
     kernels.add<Binary>("aten::vdot", "", &dotMeta);
     kernels.add<Variance>("aten::std", "correction", &stdVarMeta);
