@@ -151,8 +151,150 @@ print(json.dumps({
 """
 
 
-def test_wider_ops_of_a_plain_script_import_neither_dynamo_nor_sympy():
-    result = run_python(WIDER_OPS_SCRIPT)
+# The activations, losses, lookups and draws with hand-written Meta kernels
+# (activation_loss_meta_kernels.cpp, lookup_meta_kernels.cpp,
+# sampling_meta_kernels.cpp, and padding and unfold in
+# layer_meta_kernels.cpp), forward and backward, on transposed and
+# channels-last inputs whose layout the results follow on the CPU.
+LOSSES_AND_LOOKUPS_SCRIPT = """
+import json, sys
+import torch
+import torch.nn.functional as F
+
+x = torch.randn(4, 3, 5, device="mydev").transpose(0, 2)
+target = torch.rand(5, 3, 4, device="mydev")
+image = torch.randn(2, 3, 4, 5, device="mydev").contiguous(memory_format=torch.channels_last)
+prelu_weight = torch.full((3,), 0.25, device="mydev")
+
+
+def run(t, target, image, prelu_weight):
+    t = t.detach().requires_grad_()
+    image = image.detach().requires_grad_()
+    prelu_weight = prelu_weight.detach().requires_grad_()
+    probabilities = t.sigmoid()
+    results = {
+        "logsigmoid": F.logsigmoid(t),
+        "prelu": F.prelu(image, prelu_weight),
+        "huber": F.huber_loss(t, target, reduction="none"),
+        "huber_mean": F.huber_loss(t, target, delta=0.5),
+        "bce": F.binary_cross_entropy(probabilities, target, reduction="none"),
+        "bce_mean": F.binary_cross_entropy(probabilities, target),
+        "bce_with_logits": F.binary_cross_entropy_with_logits(t, target),
+        "count_nonzero": torch.count_nonzero(t > 0, dim=1),
+        "count_nonzero_all": torch.count_nonzero(t > 0),
+        "take": torch.take(t, torch.tensor([[0, 7], [3, 59]], device=t.device).t()),
+        "searchsorted": torch.searchsorted(torch.linspace(-2, 2, 9, device=t.device), t.detach()),
+        "searchsorted_int32": torch.searchsorted(
+            torch.linspace(-2, 2, 9, device=t.device), t.detach(), right=True, out_int32=True
+        ),
+        "bucketize": torch.bucketize(t.detach(), torch.linspace(-2, 2, 9, device=t.device)),
+        "addbmm": torch.addbmm(target[0], t.detach()[:2, :3, :3], t.detach()[:2, :3, :4]),
+        "addr": torch.addr(target[0], t.detach()[0, :, 0], t.detach()[1, 0]),
+        "logit": target.logit(eps=1e-6),
+        "reflection_pad": F.pad(image.detach(), (1, 2, 2, 1), mode="reflect"),
+        "unfold": F.unfold(image.detach(), 2, padding=1, stride=2),
+        "randperm_sorted": torch.randperm(9, device=t.device).sort()[0],
+        "multinomial_shape": torch.tensor(torch.multinomial(target[0], 2).shape),
+    }
+    loss = sum(
+        results[name].float().sum()
+        for name in ("logsigmoid", "prelu", "huber", "huber_mean", "bce", "bce_mean", "bce_with_logits")
+    )
+    loss.backward()
+    results.update(grad=t.grad, image_grad=image.grad, prelu_weight_grad=prelu_weight.grad)
+    return results
+
+
+on_device = run(x, target, image, prelu_weight)
+on_cpu = run(x.cpu(), target.cpu(), image.cpu(), prelu_weight.cpu())
+print(json.dumps({
+    "imported": sorted(m for m in ("torch._dynamo", "sympy") if m in sys.modules),
+    "mismatched": sorted(
+        name for name in on_cpu
+        if not torch.allclose(on_device[name].cpu(), on_cpu[name], atol=1e-5)
+        or on_device[name].stride() != on_cpu[name].stride()
+        or on_device[name].dtype != on_cpu[name].dtype
+    ),
+}))
+"""
+
+
+# A training step's backward through the layers whose Meta kernels
+# layer_meta_kernels.cpp writes: convolution (contiguous, channels-last, 1-D,
+# transposed), batch, layer and group norm, attention, dropout and the mse
+# loss; gradients and their strides against the CPU's.
+LAYER_BACKWARD_SCRIPT = """
+import json, sys
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+image = torch.randn(2, 3, 6, 5, device="mydev")
+kernel = torch.randn(4, 3, 3, 3, device="mydev")
+sequence = torch.randn(2, 4, 7, 8, device="mydev")
+norm_weight = torch.randn(8, device="mydev")
+channel_weight = torch.randn(4, device="mydev")
+keep = torch.rand(2, 4, 7, 8, device="mydev") > 0.3
+
+
+def run(image, kernel, sequence, norm_weight, channel_weight, keep):
+    leaves = {
+        name: t.detach().clone().requires_grad_()
+        for name, t in dict(
+            image=image,
+            image_cl=image.contiguous(memory_format=torch.channels_last),
+            kernel=kernel,
+            sequence=sequence,
+            norm_weight=norm_weight,
+            channel_weight=channel_weight,
+        ).items()
+    }
+    features = F.conv2d(leaves["image"], leaves["kernel"], padding=1)
+    features_cl = F.conv2d(leaves["image_cl"], leaves["kernel"], stride=2)
+    line = F.conv1d(leaves["image"].flatten(2), leaves["kernel"].flatten(2)[..., :3])
+    upsampled = F.conv_transpose2d(leaves["image"], leaves["kernel"].transpose(0, 1), stride=2)
+    normalized = (
+        F.batch_norm(features, None, None, leaves["channel_weight"], leaves["channel_weight"], training=True)
+        + F.batch_norm(features_cl, torch.zeros(4, device=features.device), torch.ones(4, device=features.device),
+                       leaves["channel_weight"], None, training=True).mean()
+        + F.group_norm(features, 2, leaves["channel_weight"], leaves["channel_weight"])
+    )
+    attention = F.scaled_dot_product_attention(
+        leaves["sequence"], leaves["sequence"] * 2, leaves["sequence"].tanh(), is_causal=True
+    )
+    tokens = F.layer_norm(attention, (8,), leaves["norm_weight"], leaves["norm_weight"])
+    dropped = torch.ops.aten.native_dropout_backward(tokens, keep, 2.0)
+    loss = (
+        normalized.square().mean()
+        + line.square().mean()
+        + upsampled.square().mean()
+        + F.mse_loss(dropped, leaves["sequence"])
+        + F.layer_norm(tokens, (8,)).sum()
+    )
+    loss.backward()
+    return {f"{name}.grad": leaf.grad for name, leaf in leaves.items()}
+
+
+on_device = run(image, kernel, sequence, norm_weight, channel_weight, keep)
+on_cpu = run(image.cpu(), kernel.cpu(), sequence.cpu(), norm_weight.cpu(), channel_weight.cpu(), keep.cpu())
+print(json.dumps({
+    "imported": sorted(m for m in ("torch._dynamo", "sympy") if m in sys.modules),
+    "mismatched": sorted(
+        name for name in on_cpu
+        if not torch.allclose(on_device[name].cpu(), on_cpu[name], atol=1e-4, rtol=1e-4)
+        or on_device[name].stride() != on_cpu[name].stride()
+    ),
+}))
+"""
+
+
+@pytest.mark.parametrize(
+    "script",
+    [WIDER_OPS_SCRIPT, LOSSES_AND_LOOKUPS_SCRIPT, LAYER_BACKWARD_SCRIPT],
+    ids=["wider-ops", "losses-and-lookups", "layer-backward"],
+)
+def test_ops_of_a_plain_script_match_the_cpu_and_import_neither_dynamo_nor_sympy(script):
+    result = run_python(script)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report == {"imported": [], "mismatched": []}
@@ -206,6 +348,35 @@ def test_native_meta_kernel_errors_match_the_cpu():
         lambda t: torch.var_mean(t, dim=3),
         lambda t: torch.nn.functional.hardtanh(t.bool()),
         lambda t: torch.nn.functional.hardtanh(t.to(torch.uint8), -1.0, 1.0),
+        lambda t: torch.nn.functional.logsigmoid(t.long()),
+        lambda t: torch.nn.functional.huber_loss(t, t, delta=0.0),
+        lambda t: torch.ops.aten.binary_cross_entropy(t.sigmoid(), t.sigmoid().double()),
+        lambda t: torch.take(t, torch.zeros(2, dtype=torch.int32, device=t.device)),
+        lambda t: torch.searchsorted(t[0, 0], t),
+        lambda t: torch.bucketize(t, t),
+        lambda t: torch.addbmm(t, t.unsqueeze(0), t.unsqueeze(0)),
+        lambda t: torch.count_nonzero(t, dim=(0, 0)),
+        lambda t: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            t.expand(1, 1, 2, 3), t.expand(1, 1, 2, 3), t[:, :2].expand(1, 1, 2, 2), 0.0, False
+        ),
+        lambda t: torch.ops.aten.convolution_backward(
+            t.expand(1, 1, 2, 3),
+            t.expand(1, 1, 2, 3),
+            t.double().expand(1, 1, 1, 1),
+            None,
+            [1, 1],
+            [0, 0],
+            [1, 1],
+            False,
+            [0, 0],
+            1,
+            [True, True, False],
+        ),
+        lambda t: torch.ops.aten.mse_loss_backward(t, t.long(), t, 1),
+        lambda t: torch.multinomial(t.abs(), 4),
+        lambda t: torch.nn.functional.pad(t.expand(1, 2, 3), (3, 0), mode="reflect"),
+        lambda t: torch.nn.functional.unfold(t.expand(1, 1, 2, 3), 3),
+        lambda t: torch.addr(t, t, t[0]),
     ],
     ids=[
         "masked_fill_-grows-self",
@@ -219,6 +390,21 @@ def test_native_meta_kernel_errors_match_the_cpu():
         "var_mean-dim-out-of-range",
         "hardtanh-bool",
         "hardtanh-uint8-negative-limit",
+        "logsigmoid-of-integers",
+        "huber_loss-delta-zero",
+        "binary_cross_entropy-target-dtype",
+        "take-int32-index",
+        "searchsorted-0-dim-boundaries",
+        "bucketize-2-d-boundaries",
+        "addbmm-shapes-disagree",
+        "count_nonzero-repeated-dim",
+        "flash-attention-head-sizes-differ",
+        "convolution_backward-dtypes-differ",
+        "mse_loss_backward-of-integers",
+        "multinomial-more-samples-than-categories",
+        "reflection_pad-as-wide-as-the-input",
+        "unfold-kernel-larger-than-the-input",
+        "addr-2-d-vector",
     ],
 )
 def test_hand_written_meta_kernel_errors_match_the_cpu(call):

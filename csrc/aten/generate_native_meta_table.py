@@ -14,6 +14,7 @@ device-kernel path passes.
     python csrc/aten/generate_native_meta_table.py OUT.cpp
 """
 
+import functools
 import os
 import re
 import sys
@@ -32,12 +33,13 @@ YAML_DIR = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native"
 OPS_HEADERS = Path(torch.__file__).parent / "include" / "ATen" / "ops"
 
 
-def declared_meta_functions(root_name: str) -> set:
+@functools.cache
+def declared_meta_functions(root_name: str) -> frozenset:
     """Names that ATen/ops/<root_name>_meta_dispatch.h declares in at::meta."""
     header = OPS_HEADERS / f"{root_name}_meta_dispatch.h"
     if not header.exists():
-        return set()
-    return set(re.findall(r"TORCH_API [^;(]*?\b(\w+)\(", header.read_text()))
+        return frozenset()
+    return frozenset(re.findall(r"TORCH_API [^;(]*?\b(\w+)\(", header.read_text()))
 
 
 def meta_overloads() -> Iterator[Tuple[NativeFunction, str, str]]:

@@ -5,8 +5,6 @@
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/ReduceOpsUtils.h>
 #include <ATen/native/Resize.h>
-#include <ATen/native/cpu/mixed_data_type.h>
-#include <ATen/native/layer_norm.h>
 #include <ATen/ops/addmm_meta_dispatch.h>
 #include <ATen/ops/bmm_meta_dispatch.h>
 #include <ATen/ops/cat_meta_dispatch.h>
@@ -18,9 +16,11 @@
 #include <ATen/ops/mm_meta_dispatch.h>
 #include <ATen/ops/ne_meta_dispatch.h>
 #include <ATen/ops/normal_meta_dispatch.h>
+#include <ATen/ops/sum_meta_dispatch.h>
 #include <ATen/ops/uniform_meta_dispatch.h>
 #include <ATen/ops/zero_meta_dispatch.h>
 
+#include "meta_layouts.h"
 #include "native_meta_table.h"
 
 namespace mydev {
@@ -41,21 +41,10 @@ using MaskedFillInPlaceTensor = Tensor&(Tensor&, const Tensor&, const Tensor&);
 using Hardtanh = Tensor(const Tensor&, const Scalar&, const Scalar&);
 using HardtanhBackward = Tensor(const Tensor&, const Tensor&, const Scalar&,
                                 const Scalar&);
-using Flip = Tensor(const Tensor&, at::IntArrayRef);
+using WithDims = Tensor(const Tensor&, at::IntArrayRef);
 using Roll = Tensor(const Tensor&, at::IntArrayRef, at::IntArrayRef);
 using Variance = Tensor(const Tensor&, at::OptionalIntArrayRef,
                         const std::optional<Scalar>&, bool);
-using BatchNorm = std::tuple<Tensor, Tensor, Tensor>(
-    const Tensor&, const OptionalTensor&, const OptionalTensor&,
-    const OptionalTensor&, const OptionalTensor&, bool, double, double);
-using GroupNorm = std::tuple<Tensor, Tensor, Tensor>(const Tensor&,
-                                                     const OptionalTensor&,
-                                                     const OptionalTensor&,
-                                                     int64_t, int64_t, int64_t,
-                                                     int64_t, double);
-using Convolution = Tensor(const Tensor&, const Tensor&, const OptionalTensor&,
-                           at::IntArrayRef, at::IntArrayRef, at::IntArrayRef,
-                           bool, at::IntArrayRef, int64_t);
 using NanToNumOut = Tensor&(const Tensor&, std::optional<double>,
                             std::optional<double>, std::optional<double>,
                             Tensor&);
@@ -76,11 +65,6 @@ using FillInPlace = Tensor&(Tensor&, const Scalar&);
 using RandomInPlace = Tensor&(Tensor&, double, double,
                               std::optional<at::Generator>);
 using MaskedFillScalar = Tensor(const Tensor&, const Tensor&, const Scalar&);
-using LayerNorm = std::tuple<Tensor, Tensor, Tensor>(const Tensor&,
-                                                     at::IntArrayRef,
-                                                     const OptionalTensor&,
-                                                     const OptionalTensor&,
-                                                     double);
 
 // relu is clamp_min(self, 0) on the CPU too, except that it refuses bool.
 Tensor reluMeta(const Tensor& self) {
@@ -155,15 +139,70 @@ Tensor& addmmOutMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
   return at::meta::addmm_outf(self, mat1, mat2, beta, alpha, out);
 }
 
+// addbmm's CPU kernel sums the batch's products into a contiguous [n, p]
+// result, into which `self` expands.
+Tensor addbmmMeta(const Tensor& self, const Tensor& batch1,
+                  const Tensor& batch2, const Scalar& /*beta*/,
+                  const Scalar& /*alpha*/) {
+  checkOneDtype({&self, &batch1, &batch2});
+  TORCH_CHECK(batch1.dim() == 3 && batch2.dim() == 3 &&
+                  batch1.size(0) == batch2.size(0) &&
+                  batch1.size(2) == batch2.size(1),
+              "addbmm: left to the CPU kernel");
+  const c10::DimVector shape{batch1.size(1), batch2.size(2)};
+  TORCH_CHECK(at::infer_size(self.sizes(), shape) == at::IntArrayRef(shape),
+              "addbmm: left to the CPU kernel");
+  return at::empty(shape, self.options());
+}
+
+// addr's CPU kernel: one TensorIterator over `self` expanded to the outer
+// product's shape and the two vectors as a column and a row, computing in
+// their promoted dtype. Boolean products, whose scalars the kernel checks,
+// are left to it.
+Tensor addrMeta(const Tensor& self, const Tensor& vec1, const Tensor& vec2,
+                const Scalar& /*beta*/, const Scalar& /*alpha*/) {
+  TORCH_CHECK(vec1.dim() == 1 && vec2.dim() == 1,
+              "addr: left to the CPU kernel");
+  const c10::DimVector shape{vec1.size(0), vec2.size(0)};
+  TORCH_CHECK(at::infer_size(self.sizes(), shape) == at::IntArrayRef(shape),
+              "addr: left to the CPU kernel");
+  Tensor result;
+  at::TensorIteratorConfig config;
+  config.add_output(result)
+      .add_owned_const_input(self.expand(shape))
+      .add_owned_const_input(vec1.reshape({vec1.size(0), 1}))
+      .add_const_input(vec2)
+      .promote_inputs_to_common_dtype(true)
+      .cast_common_dtype_to_outputs(true)
+      .enforce_safe_casting_to_output(true);
+  const at::TensorIterator iterator = config.build();
+  TORCH_CHECK(iterator.common_dtype() != at::kBool,
+              "addr: left to the CPU kernel");
+  return iterator.output();
+}
+
+// masked_fill's checks, the same in its functional and in-place forms and
+// worded as the CPU kernel words them.
+void checkMaskedFillMask(const Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_fill_ only supports boolean masks, but got mask with "
+              "dtype ",
+              mask.scalar_type());
+}
+
+void checkMaskedFillValue(const Tensor& value) {
+  TORCH_CHECK(value.dim() == 0,
+              "masked_fill_ only supports a 0-dimensional value tensor, but "
+              "got tensor with ",
+              value.dim(), " dimension(s).");
+}
+
 // masked_fill's composite kernel, which the device runs whole
 // (composite_routing.cpp), fills a contiguous clone of `self` expanded to
 // the mask's broadcast shape; torch's Meta kernel for it is Python
 // (torch._refs), and the first one a process runs imports torch._dynamo.
 Tensor maskedFillMeta(const Tensor& self, const Tensor& mask) {
-  TORCH_CHECK(mask.scalar_type() == at::kBool,
-              "masked_fill_ only supports boolean masks, but got mask with "
-              "dtype ",
-              mask.scalar_type());
+  checkMaskedFillMask(mask);
   return at::empty(at::infer_size(mask.sizes(), self.sizes()), self.options());
 }
 
@@ -174,10 +213,7 @@ Tensor maskedFillScalarMeta(const Tensor& self, const Tensor& mask,
 
 Tensor maskedFillTensorMeta(const Tensor& self, const Tensor& mask,
                             const Tensor& value) {
-  TORCH_CHECK(value.dim() == 0,
-              "masked_fill_ only supports a 0-dimensional value tensor, but "
-              "got tensor with ",
-              value.dim(), " dimension(s).");
+  checkMaskedFillValue(value);
   return maskedFillMeta(self, mask);
 }
 
@@ -207,34 +243,6 @@ Tensor whereMeta(const Tensor& condition, const Tensor& self,
   return out;
 }
 
-// native_layer_norm, which the device runs whole (composite_routing.cpp),
-// as its CPU kernel shapes its results: a contiguous output like the input,
-// and the per-row mean and reciprocal standard deviation shaped to
-// broadcast against it, in float beside a reduced-precision input whose
-// parameters are float. torch's Meta kernel for it is Python.
-std::tuple<Tensor, Tensor, Tensor> nativeLayerNormMeta(
-    const Tensor& input, at::IntArrayRef normalized_shape,
-    const std::optional<Tensor>& weight_opt,
-    const std::optional<Tensor>& bias_opt, double /*eps*/) {
-  const Tensor weight = weight_opt.value_or(Tensor());
-  const Tensor bias = bias_opt.value_or(Tensor());
-  const bool mixed = at::native::is_mixed_type(input, weight, bias);
-  if (mixed) {
-    at::native::check_mixed_data_type(input, weight, bias);
-  }
-  at::native::_check_layer_norm_inputs(input, normalized_shape, weight, bias);
-  const auto statistics_dims =
-      static_cast<size_t>(input.dim()) - normalized_shape.size();
-  c10::DimVector statistics_shape(input.sizes().begin(),
-                                  input.sizes().begin() + statistics_dims);
-  statistics_shape.resize(input.dim(), 1);
-  const auto statistics_options =
-      input.options().dtype(at::native::param_scalar_type(input, mixed));
-  return {at::empty(input.sizes(), input.options()),
-          at::empty(statistics_shape, statistics_options),
-          at::empty(statistics_shape, statistics_options)};
-}
-
 // abs's composite kernel calls abs.out with an empty output, which the CPU
 // kernel resizes as a unary TensorIterator op would, or, for a complex
 // input (computed complex, then copied real), to the input's shape.
@@ -252,10 +260,7 @@ Tensor& absOutMeta(const Tensor& self, Tensor& out) {
 // then a TensorIterator writing `self` in place over the mask, which may
 // broadcast to `self` but not grow it.
 Tensor& maskedFillInPlaceMeta(Tensor& self, const Tensor& mask) {
-  TORCH_CHECK(mask.scalar_type() == at::kBool,
-              "masked_fill_ only supports boolean masks, but got mask with "
-              "dtype ",
-              mask.scalar_type());
+  checkMaskedFillMask(mask);
   at::TensorIteratorConfig()
       .set_check_mem_overlap(false)
       .check_all_same_dtype(false)
@@ -273,10 +278,7 @@ Tensor& maskedFillInPlaceScalarMeta(Tensor& self, const Tensor& mask,
 
 Tensor& maskedFillInPlaceTensorMeta(Tensor& self, const Tensor& mask,
                                     const Tensor& value) {
-  TORCH_CHECK(value.dim() == 0,
-              "masked_fill_ only supports a 0-dimensional value tensor, but "
-              "got tensor with ",
-              value.dim(), " dimension(s).");
+  checkMaskedFillValue(value);
   return maskedFillInPlaceMeta(self, mask);
 }
 
@@ -318,8 +320,7 @@ Tensor hardtanhBackwardMeta(const Tensor& grad_output, const Tensor& self,
 // (in range, none repeated).
 Tensor flipMeta(const Tensor& self, at::IntArrayRef dims) {
   at::dim_list_to_bitset(dims, self.dim());
-  return at::native::empty_like(self, std::nullopt, std::nullopt, std::nullopt,
-                                std::nullopt, at::MemoryFormat::Preserve);
+  return emptyLikeIn(self, at::MemoryFormat::Preserve);
 }
 
 // roll's CPU kernel: along one dim, the two pieces of `self` concatenated;
@@ -339,9 +340,7 @@ Tensor rollMeta(const Tensor& self, at::IntArrayRef shifts,
                     dims.slice(1));
   }
   if (self.numel() == 0) {
-    return at::native::empty_like(self, std::nullopt, std::nullopt,
-                                  std::nullopt, std::nullopt,
-                                  at::MemoryFormat::Preserve);
+    return emptyLikeIn(self, at::MemoryFormat::Preserve);
   }
   const int64_t dim = at::maybe_wrap_dim(dims[0], self.dim());
   const int64_t size = self.size(dim);
@@ -380,83 +379,13 @@ std::tuple<Tensor, Tensor> stdVarMeanMeta(
   return {std::move(variance), std::move(mean)};
 }
 
-// The CPU kernel's test of a batch-norm operand being dense in some layout,
-// and the layout it then keeps (a channels-last tensor whose
-// suggest_memory_format() is ambiguous is kept channels-last).
-bool denseInSomeLayout(const Tensor& t) {
-  return t.is_contiguous() || t.is_contiguous(at::MemoryFormat::ChannelsLast) ||
-         t.is_contiguous(at::MemoryFormat::ChannelsLast3d);
-}
-
-at::MemoryFormat denseLayoutOf(const Tensor& t) {
-  if (t.is_contiguous()) {
-    return at::MemoryFormat::Contiguous;
+// count_nonzero's CPU kernel is (self != 0).sum(dims), or over no dims a
+// 0-dim int64 count.
+Tensor countNonzeroMeta(const Tensor& self, at::IntArrayRef dims) {
+  if (dims.empty()) {
+    return at::empty({}, self.options().dtype(at::kLong));
   }
-  return t.is_contiguous(at::MemoryFormat::ChannelsLast3d)
-             ? at::MemoryFormat::ChannelsLast3d
-             : at::MemoryFormat::ChannelsLast;
-}
-
-// native_batch_norm's CPU kernel: the output like the input (in its dense
-// layout when every operand is dense), and the saved statistics, one per
-// channel when training and empty otherwise, in float when the parameters
-// are float beside a reduced-precision input.
-std::tuple<Tensor, Tensor, Tensor> nativeBatchNormMeta(
-    const Tensor& input, const OptionalTensor& weight_opt,
-    const OptionalTensor& bias_opt, const OptionalTensor& running_mean_opt,
-    const OptionalTensor& running_var_opt, bool training, double /*momentum*/,
-    double /*eps*/) {
-  const Tensor weight = weight_opt.value_or(Tensor());
-  const Tensor bias = bias_opt.value_or(Tensor());
-  const Tensor running_mean = running_mean_opt.value_or(Tensor());
-  const Tensor running_var = running_var_opt.value_or(Tensor());
-  TORCH_CHECK(input.dim() >= 2 && at::isFloatingType(input.scalar_type()),
-              "batch_norm: left to the CPU kernel");
-  const bool all_dense = denseInSomeLayout(input) &&
-                         (!weight.defined() || weight.is_contiguous()) &&
-                         (!bias.defined() || bias.is_contiguous()) &&
-                         running_mean.is_contiguous() &&
-                         running_var.is_contiguous();
-  Tensor output = at::native::empty_like(
-      input, std::nullopt, std::nullopt, std::nullopt, std::nullopt,
-      all_dense ? denseLayoutOf(input) : input.suggest_memory_format());
-  const bool mixed =
-      at::native::is_mixed_type(input, weight, bias, running_mean, running_var);
-  const auto statistics_options =
-      input.options().dtype(mixed ? at::kFloat : input.scalar_type());
-  const int64_t statistics_size = training ? input.size(1) : 0;
-  return {std::move(output), at::empty({statistics_size}, statistics_options),
-          at::empty({statistics_size}, statistics_options)};
-}
-
-// native_group_norm's CPU kernel: the output in the input's suggested
-// layout (which the input must be dense in), the per-sample, per-group
-// mean and reciprocal standard deviation in the parameters' dtype.
-std::tuple<Tensor, Tensor, Tensor> nativeGroupNormMeta(
-    const Tensor& input, const OptionalTensor& weight_opt,
-    const OptionalTensor& bias_opt, int64_t n, int64_t channels,
-    int64_t /*hxw*/, int64_t groups, double /*eps*/) {
-  const Tensor weight = weight_opt.value_or(Tensor());
-  const Tensor bias = bias_opt.value_or(Tensor());
-  const at::MemoryFormat layout = input.suggest_memory_format();
-  TORCH_CHECK(
-      groups > 0 && channels % groups == 0 && input.is_contiguous(layout) &&
-          (!weight.defined() ||
-           (weight.dim() == 1 && weight.numel() == channels &&
-            weight.is_contiguous())) &&
-          (!bias.defined() || (bias.dim() == 1 && bias.numel() == channels &&
-                               bias.is_contiguous())),
-      "group_norm: left to the CPU kernel");
-  const bool mixed = at::native::is_mixed_type(input, weight, bias);
-  if (mixed) {
-    at::native::check_mixed_data_type(input, weight, bias);
-  }
-  const auto statistics_options =
-      input.options().dtype(at::native::param_scalar_type(input, mixed));
-  return {at::native::empty_like(input, std::nullopt, std::nullopt,
-                                 std::nullopt, std::nullopt, layout),
-          at::empty({n, groups}, statistics_options),
-          at::empty({n, groups}, statistics_options)};
+  return at::meta::sum(at::meta::ne(self, 0), dims, false, std::nullopt);
 }
 
 // logical_and/or/xor's composite kernels call the out= overload with an
@@ -505,67 +434,19 @@ Tensor dotMeta(const Tensor& self, const Tensor& other) {
   return at::empty({}, self.options());
 }
 
-// aten::convolution's CPU kernel picks a backend (oneDNN or ATen's own
-// convolutions) and computes in the layout that backend prefers. For 4-D
-// inputs every CPU backend writes channels-last when the input or the weight
-// suggests it, contiguous otherwise. 3-D and 5-D calls with contiguous
-// operands are contiguous; the other layouts, and anything unusual (empty
-// inputs, mismatched shapes), are left to the CPU kernel, run synchronously.
-Tensor convolutionMeta(const Tensor& input, const Tensor& weight,
-                       const OptionalTensor& bias, at::IntArrayRef stride,
-                       at::IntArrayRef padding, at::IntArrayRef dilation,
-                       bool transposed, at::IntArrayRef output_padding,
-                       int64_t groups) {
-  const int64_t dims = weight.dim();
-  const auto spatial = static_cast<size_t>(dims - 2);
-  const int64_t in_channels =
-      transposed ? weight.size(0) : weight.size(1) * groups;
-  TORCH_CHECK(dims >= 3 && dims <= 5 && input.dim() == dims &&
-                  input.numel() > 0 && groups > 0 &&
-                  input.size(1) == in_channels && stride.size() == spatial &&
-                  padding.size() == spatial && dilation.size() == spatial &&
-                  (!transposed || output_padding.size() == spatial) &&
-                  input.scalar_type() == weight.scalar_type() &&
-                  (!bias.has_value() || !bias->defined() ||
-                   bias->scalar_type() == input.scalar_type()),
-              "convolution: left to the CPU kernel");
-  c10::DimVector shape{input.size(0),
-                       transposed ? weight.size(1) * groups : weight.size(0)};
-  for (size_t d = 0; d < spatial; ++d) {
-    const int64_t in = input.size(d + 2);
-    const int64_t kernel_extent = dilation[d] * (weight.size(d + 2) - 1) + 1;
-    const int64_t out =
-        transposed ? (in - 1) * stride[d] - 2 * padding[d] + kernel_extent +
-                         output_padding[d]
-                   : (in + 2 * padding[d] - kernel_extent) / stride[d] + 1;
-    TORCH_CHECK(out > 0 && stride[d] > 0,
-                "convolution: left to the CPU kernel");
-    shape.push_back(out);
-  }
-  at::MemoryFormat layout = at::MemoryFormat::Contiguous;
-  if (dims == 4) {
-    if (input.suggest_memory_format() == at::MemoryFormat::ChannelsLast ||
-        weight.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
-      layout = at::MemoryFormat::ChannelsLast;
-    }
-  } else {
-    TORCH_CHECK(input.is_contiguous() && weight.is_contiguous(),
-                "convolution: left to the CPU kernel");
-  }
-  return at::empty(shape, input.options().memory_format(layout));
-}
-
 // The structured ops' at::meta kernels (the generated table), and Meta
 // kernels for common ops that have none in C++ or whose at::meta kernel
 // accepts what the CPU kernel refuses: factories' fills and random
 // initialization, relu, indexing by tensors, the matrix products,
-// masked_fill, where, abs, convolution, layer_norm, batch_norm, group_norm,
-// isnan, the logical ops, hardtanh (ReLU6), hardswish, nan_to_num, dot,
-// flip, roll, std and var. Ops missing here keep working through the
-// dispatcher's (Python) kernel. On mydev the functional and in-place forms of
-// structured ops that are not routed to the device-kernel path
-// (structured_op_routing.cpp) run ATen's generic structured kernel, which calls
-// the out= overload on the device: hence the out= entries.
+// masked_fill, where, abs, isnan, the logical ops, hardtanh (ReLU6),
+// hardswish, nan_to_num, dot, flip, roll, std and var, addbmm, addr,
+// count_nonzero; then, each family in its own file, the layers
+// (convolution, normalizations, attention, forward and backward), the
+// activations and losses, the lookups and the draws. Ops missing here
+// keep working through the dispatcher's (Python) kernel. On mydev the
+// functional and in-place forms of structured ops that are not routed to the
+// device-kernel path (structured_op_routing.cpp) run ATen's generic structured
+// kernel, which calls the out= overload on the device: hence the out= entries.
 const NativeMetaTable& nativeMetaKernels() {
   static const NativeMetaTable table = [] {
     NativeMetaTable kernels;
@@ -586,13 +467,14 @@ const NativeMetaTable& nativeMetaKernels() {
     kernels.add<AddMm>("aten::addmm", "", &addmmMeta);
     kernels.add<AddMmInPlace>("aten::addmm_", "", &addmmInPlaceMeta);
     kernels.add<AddMmOut>("aten::addmm", "out", &addmmOutMeta);
+    kernels.add<AddMm>("aten::addbmm", "", &addbmmMeta);
+    kernels.add<AddMm>("aten::addr", "", &addrMeta);
     kernels.add<MaskedFillScalar>("aten::masked_fill", "Scalar",
                                   &maskedFillScalarMeta);
     kernels.add<TensorTriple>("aten::masked_fill", "Tensor",
                               &maskedFillTensorMeta);
     kernels.add<TensorTriple>("aten::where", "self", &whereMeta);
     kernels.add<UnaryOut>("aten::abs", "out", &absOutMeta);
-    kernels.add<LayerNorm>("aten::native_layer_norm", "", &nativeLayerNormMeta);
     kernels.add<MaskedFillInPlaceScalar>("aten::masked_fill_", "Scalar",
                                          &maskedFillInPlaceScalarMeta);
     kernels.add<MaskedFillInPlaceTensor>("aten::masked_fill_", "Tensor",
@@ -602,16 +484,13 @@ const NativeMetaTable& nativeMetaKernels() {
     kernels.add<Hardtanh>("aten::hardtanh", "", &hardtanhMeta);
     kernels.add<HardtanhBackward>("aten::hardtanh_backward", "",
                                   &hardtanhBackwardMeta);
-    kernels.add<Flip>("aten::flip", "", &flipMeta);
+    kernels.add<WithDims>("aten::flip", "", &flipMeta);
     kernels.add<Roll>("aten::roll", "", &rollMeta);
-    kernels.add<BatchNorm>("aten::native_batch_norm", "", &nativeBatchNormMeta);
-    kernels.add<GroupNorm>("aten::native_group_norm", "", &nativeGroupNormMeta);
     for (const char* name :
          {"aten::logical_and", "aten::logical_or", "aten::logical_xor"}) {
       kernels.add<BinaryOut>(name, "out", &logicalBinaryOutMeta);
     }
     kernels.add<Unary>("aten::hardswish", "", &hardswishMeta);
-    kernels.add<Convolution>("aten::convolution", "", &convolutionMeta);
     kernels.add<NanToNumOut>("aten::nan_to_num", "out", &nanToNumOutMeta);
     kernels.add<Binary>("aten::dot", "", &dotMeta);
     kernels.add<Binary>("aten::vdot", "", &dotMeta);
@@ -619,6 +498,12 @@ const NativeMetaTable& nativeMetaKernels() {
     kernels.add<Variance>("aten::var", "correction", &stdVarMeta);
     kernels.add<VarianceMean>("aten::std_mean", "correction", &stdVarMeanMeta);
     kernels.add<VarianceMean>("aten::var_mean", "correction", &stdVarMeanMeta);
+    kernels.add<WithDims>("aten::count_nonzero", "dim_IntList",
+                          &countNonzeroMeta);
+    addLayerMetaKernels(kernels);
+    addActivationAndLossMetaKernels(kernels);
+    addLookupMetaKernels(kernels);
+    addSamplingMetaKernels(kernels);
     return kernels;
   }();
   return table;

@@ -35,4 +35,12 @@ class NativeMetaTable {
 // generate_native_meta_table.py.
 void addStructuredMetaKernels(NativeMetaTable& table);
 
+// Hand-written Meta kernels of ops that have no at::meta kernel, family by
+// family (layer_meta_kernels.cpp, activation_loss_meta_kernels.cpp,
+// lookup_meta_kernels.cpp, sampling_meta_kernels.cpp).
+void addLayerMetaKernels(NativeMetaTable& table);
+void addActivationAndLossMetaKernels(NativeMetaTable& table);
+void addLookupMetaKernels(NativeMetaTable& table);
+void addSamplingMetaKernels(NativeMetaTable& table);
+
 }  // namespace mydev
