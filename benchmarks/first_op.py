@@ -16,7 +16,14 @@ Every figure comes from a fresh interpreter (what a user's script pays once):
 * the first training step of a small CNN (convolutions, batch norm, ReLU6,
   pooling, a Linear, cross-entropy, backward, SGD with momentum) and one
   eval forward, after the model and batch are on the device: the ops a
-  vision program starts with; same target.
+  vision program starts with; same target;
+* a tiny transformer language model (embedding, layer norm, causal
+  ``scaled_dot_product_attention``, GELU, dropout): the first four tokens
+  it samples (softmax, ``multinomial``, ``cat``) in eval mode, and, in
+  another interpreter, the first forward and backward of a batch in train
+  mode, with no optimizer (constructing one imports ``torch._dynamo`` on
+  every device, torch.optim's own doing, which would hide the device's
+  part); same target.
 
 The repetitions of a mydev figure and of its CPU baseline alternate, so both
 see the same machine load; each figure is the median. Nothing here asserts
@@ -113,6 +120,67 @@ print(json.dumps({"first_cnn_step_s": time.perf_counter() - start}))
 """
 
 
+# A tiny transformer language model, shared by the two scripts below.
+TINY_LANGUAGE_MODEL = """
+import json, time
+import torch
+from torch import nn
+import torch.nn.functional as F
+sync = torch.mydev.synchronize if DEVICE == "mydev" else (lambda: None)
+torch.manual_seed(0)
+
+
+class Block(nn.Module):
+    def __init__(self, width=64, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Dropout(0.1), nn.Linear(4 * width, width))
+
+    def forward(self, x):
+        batch, length, width = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(batch, length, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        attention = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(x.shape)
+        x = x + self.proj(attention)
+        return x + self.mlp(self.norm2(x))
+
+
+model = nn.Sequential(nn.Embedding(100, 64), Block(), nn.Linear(64, 100)).to(DEVICE)
+tokens = torch.randint(0, 100, (2, 16)).to(DEVICE)
+sync()
+"""
+
+# Prints {"first_generation_s": ...} for DEVICE: four sampled tokens.
+FIRST_GENERATION = (
+    TINY_LANGUAGE_MODEL
+    + """
+model.eval()
+start = time.perf_counter()
+with torch.no_grad():
+    for _ in range(4):
+        probabilities = F.softmax(model(tokens)[:, -1] / 0.8, dim=-1)
+        tokens = torch.cat([tokens, torch.multinomial(probabilities, 1)], dim=1)
+    tokens.cpu()
+print(json.dumps({"first_generation_s": time.perf_counter() - start}))
+"""
+)
+
+# Prints {"first_lm_backward_s": ...} for DEVICE: the gradients of one
+# training batch. No optimizer: constructing one imports torch._dynamo on
+# every device (torch.optim's own doing), which would hide the device's part.
+FIRST_LM_BACKWARD = (
+    TINY_LANGUAGE_MODEL
+    + """
+start = time.perf_counter()
+logits = model(tokens[:, :-1])
+F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten()).backward()
+sync()
+print(json.dumps({"first_lm_backward_s": time.perf_counter() - start}))
+"""
+)
+
+
 @dataclass
 class Row:
     section: str
@@ -166,7 +234,14 @@ def measure(reps: int) -> List[Row]:
         progress(f"repetition {rep + 1}/{reps}")
         for device in ("mydev", "cpu"):  # alternating: both see the same load
             figures = {}
-            for script in (IMPORT_AND_FIRST_OP, FIRST_LINEAR, FIRST_MASK_AND_NORM, FIRST_CNN_STEP):
+            for script in (
+                IMPORT_AND_FIRST_OP,
+                FIRST_LINEAR,
+                FIRST_MASK_AND_NORM,
+                FIRST_CNN_STEP,
+                FIRST_GENERATION,
+                FIRST_LM_BACKWARD,
+            ):
                 figures.update(fresh_process(script, device))
             for key, seconds in figures.items():
                 samples.setdefault(key, {}).setdefault(device, []).append(seconds * 1e3)
@@ -188,6 +263,8 @@ def measure(reps: int) -> List[Row]:
         ("first_linear_s", "first nn.Linear(64, 64) forward"),
         ("first_mask_norm_s", "first x > 0, where, abs, masked_fill, layer_norm"),
         ("first_cnn_step_s", "first CNN training step (conv, batch_norm, SGD) + eval forward"),
+        ("first_generation_s", "first 4 sampled tokens of a tiny transformer LM (attention, multinomial)"),
+        ("first_lm_backward_s", "first forward + backward of that LM (layer_norm, attention, dropout)"),
     ):
         row = Row("first_op", name, "mydev < 100 ms", median(key, "mydev"), median(key, "cpu"))
         row.verdict = "PASS" if row.mydev < 100 else "MISS"
