@@ -11,6 +11,7 @@
 #include <ATen/core/Reduction.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mul_meta_dispatch.h>
+#include <ATen/ops/scalar_tensor.h>
 
 #include "meta_layouts.h"
 #include "native_meta_table.h"
@@ -116,10 +117,15 @@ Tensor mseLossBackwardMeta(const Tensor& grad_output, const Tensor& self,
   return iterateInto(grad_input, {&self, &target, &grad_output});
 }
 
-// native_dropout_backward's CPU kernel is grad_output * mask * scale.
+// native_dropout_backward's CPU kernel is grad_output * mask * scale: the
+// Python-number scale promotes an integral product to the default float
+// dtype, as a wrapped number does.
 Tensor nativeDropoutBackwardMeta(const Tensor& grad_output, const Tensor& mask,
-                                 double /*scale*/) {
-  return at::meta::mul(grad_output, mask);
+                                 double scale) {
+  Tensor wrapped_scale =
+      at::scalar_tensor(scale, grad_output.options().dtype(at::kDouble));
+  wrapped_scale.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return at::meta::mul(at::meta::mul(grad_output, mask), wrapped_scale);
 }
 
 // logit's CPU kernel is a unary float op, for real inputs.
