@@ -20,12 +20,6 @@ namespace mydev {
 namespace {
 
 using at::Tensor;
-using OptionalTensor = std::optional<Tensor>;
-
-void checkFloating(const Tensor& t, const char* op) {
-  TORCH_CHECK(at::isFloatingType(t.scalar_type()), op,
-              ": the CPU kernel refuses this dtype");
-}
 
 // Lays `out` out as the CPU kernels' TensorIterator over `inputs` does
 // (resizing it only when the inputs broadcast past its shape).

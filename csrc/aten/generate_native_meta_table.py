@@ -7,9 +7,9 @@ Every structured op's functional, in-place and out= overloads have C++ Meta
 kernels in libtorch, the same meta functions the CPU kernels run; so do the
 out= factories whose CPU kernel is registered for Meta too (arange,
 linspace, logspace, eye, range). `import torch` hides most of them under
-Python ones (native_meta_kernels.h says why that matters). An op with SymInt arguments is listed with at::meta's
-int64_t signature, which the dispatcher calls with the concrete values the
-device-kernel path passes.
+Python ones (native_meta_kernels.h says why that matters). An op with SymInt
+arguments is listed with at::meta's int64_t signature, which the dispatcher
+calls with the concrete values the device-kernel path passes.
 
     python csrc/aten/generate_native_meta_table.py OUT.cpp
 """

@@ -20,7 +20,6 @@ namespace mydev {
 namespace {
 
 using at::Tensor;
-using OptionalTensor = std::optional<Tensor>;
 
 // native_layer_norm, which the device runs whole (composite_routing.cpp),
 // as its CPU kernel shapes its results: a contiguous output like the input,
@@ -80,8 +79,8 @@ std::tuple<Tensor, Tensor, Tensor> nativeBatchNormMeta(
   const Tensor bias = bias_opt.value_or(Tensor());
   const Tensor running_mean = running_mean_opt.value_or(Tensor());
   const Tensor running_var = running_var_opt.value_or(Tensor());
-  TORCH_CHECK(input.dim() >= 2 && at::isFloatingType(input.scalar_type()),
-              "batch_norm: left to the CPU kernel");
+  checkFloating(input, "batch_norm");
+  TORCH_CHECK(input.dim() >= 2, "batch_norm: left to the CPU kernel");
   const bool all_dense = denseInSomeLayout(input) &&
                          (!weight.defined() || weight.is_contiguous()) &&
                          (!bias.defined() || bias.is_contiguous()) &&
@@ -193,28 +192,26 @@ std::tuple<Tensor, Tensor, Tensor> convolutionBackwardMeta(
     bool /*transposed*/, at::IntArrayRef /*output_padding*/, int64_t groups,
     std::array<bool, 3> output_mask) {
   const int64_t dims = input.dim();
+  checkFloating(input, "convolution_backward");
   TORCH_CHECK(dims >= 3 && dims <= 5 && weight.dim() == dims &&
                   grad_output.dim() == dims && input.numel() > 0 &&
-                  groups > 0 && at::isFloatingType(input.scalar_type()) &&
-                  weight.scalar_type() == input.scalar_type() &&
+                  groups > 0 && weight.scalar_type() == input.scalar_type() &&
                   grad_output.scalar_type() == input.scalar_type(),
               "convolution_backward: left to the CPU kernel");
   const at::MemoryFormat layout = convolutionLayout(input, weight);
-  Tensor grad_input;
-  Tensor grad_weight;
-  Tensor grad_bias;
-  if (output_mask[0]) {
-    grad_input =
-        at::empty(input.sizes(), input.options().memory_format(layout));
-  }
-  if (output_mask[1]) {
-    grad_weight =
-        at::empty(weight.sizes(), weight.options().memory_format(layout));
-  }
-  if (output_mask[2]) {
-    grad_bias = at::empty({grad_output.size(1)}, grad_output.options());
-  }
-  return {std::move(grad_input), std::move(grad_weight), std::move(grad_bias)};
+  return {gradientIf(output_mask[0],
+                     [&] {
+                       return at::empty(input.sizes(),
+                                        input.options().memory_format(layout));
+                     }),
+          gradientIf(output_mask[1],
+                     [&] {
+                       return at::empty(weight.sizes(),
+                                        weight.options().memory_format(layout));
+                     }),
+          gradientIf(output_mask[2], [&] {
+            return at::empty({grad_output.size(1)}, grad_output.options());
+          })};
 }
 
 // The normalizations' backward CPU kernels refuse parameters of another
@@ -222,9 +219,9 @@ std::tuple<Tensor, Tensor, Tensor> convolutionBackwardMeta(
 // absent parameters, are left to them.
 void checkParameterGradients(const Tensor& input, const OptionalTensor& weight,
                              std::array<bool, 3> output_mask, const char* op) {
+  checkFloating(input, op);
   const bool has_weight = weight.has_value() && weight->defined();
-  TORCH_CHECK(at::isFloatingType(input.scalar_type()) &&
-                  (has_weight || (!output_mask[1] && !output_mask[2])) &&
+  TORCH_CHECK((has_weight || (!output_mask[1] && !output_mask[2])) &&
                   (!has_weight || weight->scalar_type() == input.scalar_type()),
               op, ": left to the CPU kernel");
 }
@@ -236,19 +233,16 @@ std::tuple<Tensor, Tensor, Tensor> normalizationGradients(
     std::array<bool, 3> output_mask, const Tensor& input,
     at::MemoryFormat input_layout, const Tensor& weight_like,
     const Tensor& bias_like) {
-  Tensor grad_input;
-  Tensor grad_weight;
-  Tensor grad_bias;
-  if (output_mask[0]) {
-    grad_input = emptyLikeIn(input, input_layout);
-  }
-  if (output_mask[1]) {
-    grad_weight = at::empty(weight_like.sizes(), weight_like.options());
-  }
-  if (output_mask[2]) {
-    grad_bias = at::empty(bias_like.sizes(), bias_like.options());
-  }
-  return {std::move(grad_input), std::move(grad_weight), std::move(grad_bias)};
+  return {gradientIf(output_mask[0],
+                     [&] { return emptyLikeIn(input, input_layout); }),
+          gradientIf(output_mask[1],
+                     [&] {
+                       return at::empty(weight_like.sizes(),
+                                        weight_like.options());
+                     }),
+          gradientIf(output_mask[2], [&] {
+            return at::empty(bias_like.sizes(), bias_like.options());
+          })};
 }
 
 // native_batch_norm_backward's CPU kernel: the input gradient in the
@@ -312,8 +306,8 @@ void checkFlashAttentionOperands(const Tensor& query, const Tensor& key,
        (attn_mask->scalar_type() == at::kBool ||
         attn_mask->scalar_type() == at::kFloat ||
         attn_mask->scalar_type() == query.scalar_type()));
-  TORCH_CHECK(at::isFloatingType(query.scalar_type()) && query.dim() == 4 &&
-                  key.dim() == 4 && value.dim() == 4 &&
+  checkFloating(query, "scaled_dot_product_flash_attention");
+  TORCH_CHECK(query.dim() == 4 && key.dim() == 4 && value.dim() == 4 &&
                   key.scalar_type() == query.scalar_type() &&
                   value.scalar_type() == query.scalar_type() &&
                   query.size(3) == value.size(3) &&

@@ -7,13 +7,13 @@
 #include <ATen/native/BucketizationUtils.h>
 #include <ATen/ops/empty.h>
 
+#include "meta_layouts.h"
 #include "native_meta_table.h"
 
 namespace mydev {
 namespace {
 
 using at::Tensor;
-using OptionalTensor = std::optional<Tensor>;
 
 // The CPU kernel gathers into a contiguous tensor shaped like the index,
 // after checks that need no data (the indices' range is checked on the

@@ -29,7 +29,6 @@ namespace {
 using at::Scalar;
 using at::Tensor;
 
-using OptionalTensor = std::optional<Tensor>;
 using Unary = Tensor(const Tensor&);
 using UnaryInPlace = Tensor&(Tensor&);
 using UnaryOut = Tensor&(const Tensor&, Tensor&);

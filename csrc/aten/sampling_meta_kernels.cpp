@@ -8,6 +8,7 @@
 // kernel, as on cuda.
 #include <ATen/ops/empty.h>
 
+#include "meta_layouts.h"
 #include "native_meta_table.h"
 
 namespace mydev {
@@ -18,8 +19,8 @@ using at::Tensor;
 // multinomial's CPU kernel: int64 indices, n_samples per distribution.
 Tensor multinomialMeta(const Tensor& self, int64_t n_samples, bool replacement,
                        std::optional<at::Generator> /*generator*/) {
-  TORCH_CHECK((self.dim() == 1 || self.dim() == 2) &&
-                  at::isFloatingType(self.scalar_type()) && n_samples > 0 &&
+  checkFloating(self, "multinomial");
+  TORCH_CHECK((self.dim() == 1 || self.dim() == 2) && n_samples > 0 &&
                   (replacement || n_samples <= self.size(-1)),
               "multinomial: left to the CPU kernel");
   const auto options = self.options().dtype(at::kLong);
