@@ -263,6 +263,51 @@ on_cpu = run(image.cpu(), kernel.cpu(), sequence.cpu(), norm_weight.cpu(), chann
 """
 
 
+# The utilities of a training loop around its optimizer: gradient clipping
+# (by norm and by value), GradScaler's unscale and an EMA of the weights,
+# through the _foreach_* ops (foreach_meta_kernels.cpp), in place and
+# functional.
+TRAINING_UTILITIES_SCRIPT = """
+import json, sys
+import torch
+
+torch.manual_seed(0)
+params = [torch.randn(3, 4, device="mydev"), torch.randn(5, device="mydev")]
+grads = [torch.randn(3, 4, device="mydev") * 3, torch.randn(5, device="mydev") * 3]
+
+
+def run(params, grads):
+    params = [p.clone().requires_grad_() for p in params]
+    for p, g in zip(params, grads):
+        p.grad = g.clone()
+    results = {"total_norm": torch.nn.utils.clip_grad_norm_(params, 1.0)}
+    results.update({f"clipped_by_norm.{i}": p.grad.clone() for i, p in enumerate(params)})
+    torch.nn.utils.clip_grad_value_(params, 0.1)
+    results.update({f"clipped_by_value.{i}": p.grad for i, p in enumerate(params)})
+    inv_scale = torch.full((1,), 0.5, device=grads[0].device)
+    finite_inf, nonfinite_inf = torch.zeros(1, device=inv_scale.device), torch.zeros(1, device=inv_scale.device)
+    unscaled = [g.clone() for g in grads]
+    torch._amp_foreach_non_finite_check_and_unscale_(unscaled, finite_inf, inv_scale)
+    torch._amp_foreach_non_finite_check_and_unscale_([grads[1].log()], nonfinite_inf, inv_scale)
+    results.update({f"unscaled.{i}": g for i, g in enumerate(unscaled)})
+    results.update(finite_inf=finite_inf, nonfinite_inf=nonfinite_inf)
+    ema = [p.detach().clone() for p in params]
+    torch._foreach_lerp_(ema, grads, 0.1)
+    torch._foreach_mul_(ema, 0.9)
+    torch._foreach_add_(ema, grads, alpha=-0.5)
+    torch._foreach_addcmul_(ema, grads, grads, value=0.01)
+    results.update({f"ema.{i}": e for i, e in enumerate(ema)})
+    results.update({f"doubled.{i}": t for i, t in enumerate(torch._foreach_mul(grads, 2.0))})
+    results.update({f"magnitude.{i}": t for i, t in enumerate(torch._foreach_sqrt(torch._foreach_mul(grads, grads)))})
+    results.update({f"ratio.{i}": t for i, t in enumerate(torch._foreach_div(grads, ema))})
+    return results
+
+
+on_device = run(params, grads)
+on_cpu = run([p.cpu() for p in params], [g.cpu() for g in grads])
+"""
+
+
 # What each script above ends with: its results on the device against the
 # CPU's (values within the tolerances, strides and dtypes equal), and which
 # of the modules a Python Meta kernel imports were imported.
@@ -285,8 +330,9 @@ print(json.dumps({{
         (WIDER_OPS_SCRIPT, 1e-5),
         (LOSSES_AND_LOOKUPS_SCRIPT, 1e-5),
         (LAYER_BACKWARD_SCRIPT, 1e-4),
+        (TRAINING_UTILITIES_SCRIPT, 1e-5),
     ],
-    ids=["wider-ops", "losses-and-lookups", "layer-backward"],
+    ids=["wider-ops", "losses-and-lookups", "layer-backward", "training-utilities"],
 )
 def test_ops_of_a_plain_script_match_the_cpu_and_import_neither_dynamo_nor_sympy(script, tolerance):
     result = run_python(script + COMPARE_WITH_THE_CPU.format(atol=tolerance, rtol=tolerance))
@@ -372,6 +418,12 @@ def test_native_meta_kernel_errors_match_the_cpu():
         lambda t: torch.nn.functional.pad(t.expand(1, 2, 3), (3, 0), mode="reflect"),
         lambda t: torch.nn.functional.unfold(t.expand(1, 1, 2, 3), 3),
         lambda t: torch.addr(t, t, t[0]),
+        lambda t: torch._foreach_add_([t.clone(), t.clone()], [t]),
+        lambda t: torch._foreach_mul_([t.clone()], t),
+        lambda t: torch._foreach_add_([t.clone()], [t[0, :2]]),
+        lambda t: torch._foreach_add_([t.long()], [t]),
+        lambda t: torch._foreach_div([t], [t, t]),
+        lambda t: torch._amp_foreach_non_finite_check_and_unscale_([t.clone()], t.new_zeros(2), t.new_ones(1)),
     ],
     ids=[
         "masked_fill_-grows-self",
@@ -400,6 +452,12 @@ def test_native_meta_kernel_errors_match_the_cpu():
         "reflection_pad-as-wide-as-the-input",
         "unfold-kernel-larger-than-the-input",
         "addr-2-d-vector",
+        "foreach-lists-of-different-lengths",
+        "foreach-tensor-not-0-dim",
+        "foreach-shapes-disagree",
+        "foreach-in-place-float-into-long",
+        "foreach-functional-lists-of-different-lengths",
+        "amp-unscale-found_inf-two-elements",
     ],
 )
 def test_hand_written_meta_kernel_errors_match_the_cpu(call):

@@ -441,7 +441,8 @@ Tensor dotMeta(const Tensor& self, const Tensor& other) {
 // hardswish, nan_to_num, dot, flip, roll, std and var, addbmm, addr,
 // count_nonzero; then, each family in its own file, the layers
 // (convolution, normalizations, attention, forward and backward), the
-// activations and losses, the lookups and the draws. Ops missing here
+// activations and losses, the lookups and the draws; last, the _foreach_*
+// ops over the per-tensor ops listed before them. Ops missing here
 // keep working through the dispatcher's (Python) kernel. On mydev the
 // functional and in-place forms of structured ops that are not routed to the
 // device-kernel path (structured_op_routing.cpp) run ATen's generic structured
@@ -503,6 +504,7 @@ const NativeMetaTable& nativeMetaKernels() {
     addActivationAndLossMetaKernels(kernels);
     addLookupMetaKernels(kernels);
     addSamplingMetaKernels(kernels);
+    addForeachMetaKernels(kernels);
     return kernels;
   }();
   return table;

@@ -5,6 +5,7 @@
 #include <ATen/core/operator_name.h>
 
 #include <unordered_map>
+#include <utility>
 
 namespace mydev {
 
@@ -18,6 +19,11 @@ class NativeMetaTable {
     kernels_.insert_or_assign(
         c10::OperatorName(name, overload),
         c10::KernelFunction::makeFromUnboxedRuntimeFunction(kernel));
+  }
+
+  // Lists a boxed `kernel` as the Meta kernel of op `name`.
+  void add(const c10::OperatorName& name, c10::KernelFunction kernel) {
+    kernels_.insert_or_assign(name, std::move(kernel));
   }
 
   // The kernel listed for `name`, or null.
@@ -42,5 +48,8 @@ void addLayerMetaKernels(NativeMetaTable& table);
 void addActivationAndLossMetaKernels(NativeMetaTable& table);
 void addLookupMetaKernels(NativeMetaTable& table);
 void addSamplingMetaKernels(NativeMetaTable& table);
+// The _foreach_* ops that loop over a per-tensor op listed before them
+// (foreach_meta_kernels.cpp): added last.
+void addForeachMetaKernels(NativeMetaTable& table);
 
 }  // namespace mydev
