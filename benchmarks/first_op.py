@@ -166,9 +166,11 @@ print(json.dumps({"first_generation_s": time.perf_counter() - start}))
 """
 )
 
-# Prints {"first_lm_backward_s": ...} for DEVICE: the gradients of one
-# training batch. No optimizer: constructing one imports torch._dynamo on
-# every device (torch.optim's own doing), which would hide the device's part.
+# Prints {"first_lm_backward_s": ..., "first_clip_grad_s": ...} for DEVICE:
+# the gradients of one training batch, then their first clipping by norm
+# (the _foreach_* ops). No optimizer: constructing one imports
+# torch._dynamo on every device (torch.optim's own doing), which would hide
+# the device's part.
 FIRST_LM_BACKWARD = (
     TINY_LANGUAGE_MODEL
     + """
@@ -176,7 +178,13 @@ start = time.perf_counter()
 logits = model(tokens[:, :-1])
 F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten()).backward()
 sync()
-print(json.dumps({"first_lm_backward_s": time.perf_counter() - start}))
+backward_done = time.perf_counter()
+torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+sync()
+print(json.dumps({
+    "first_lm_backward_s": backward_done - start,
+    "first_clip_grad_s": time.perf_counter() - backward_done,
+}))
 """
 )
 
@@ -265,6 +273,7 @@ def measure(reps: int) -> List[Row]:
         ("first_cnn_step_s", "first CNN training step (conv, batch_norm, SGD) + eval forward"),
         ("first_generation_s", "first 4 sampled tokens of a tiny transformer LM (attention, multinomial)"),
         ("first_lm_backward_s", "first forward + backward of that LM (layer_norm, attention, dropout)"),
+        ("first_clip_grad_s", "then its first clip_grad_norm_ (_foreach_norm, _foreach_mul_)"),
     ):
         row = Row("first_op", name, "mydev < 100 ms", median(key, "mydev"), median(key, "cpu"))
         row.verdict = "PASS" if row.mydev < 100 else "MISS"
