@@ -1211,6 +1211,8 @@ def test_zero_dim_cpu_tensor_mixes_with_device_tensor(name, fn):
         ("where", lambda a, b: torch.where(a > 0, a, b)),
         ("index_select", lambda a, b: torch.index_select(a, 1, b.long())),
         ("out", lambda a, b: torch.add(a, a, out=b)),
+        ("foreach_in_place", lambda a, b: torch._foreach_add_([a], [b])),
+        ("foreach_functional", lambda a, b: torch._foreach_mul([a, a], [a, b])),
     ],
 )
 @pytest.mark.parametrize("other_device", ["cpu", D1])
@@ -1224,6 +1226,18 @@ def test_mixing_devices_raises(name, fn, other_device):
     # Nothing was written, and the device still works.
     assert_matches_cpu(a, before, exact=True)
     assert_matches_cpu(a + 1, before + 1, exact=True)
+
+
+def test_foreach_scalars_tensor_is_read_on_the_host():
+    # The `Tensor scalars` overloads take one number per position as a host
+    # tensor, as on cuda; only that argument may be a host tensor.
+    tensors = [sample((3, 4), seed=25), sample((5,), seed=26)]
+    scalars = torch.tensor([0.5, -2.0])
+    expected = torch._foreach_addcdiv(tensors, tensors, [t.abs() + 1 for t in tensors], scalars)
+    on_device = [t.to(D) for t in tensors]
+    out = torch._foreach_addcdiv(on_device, on_device, [t.abs() + 1 for t in on_device], scalars)
+    for got, want in zip(out, expected):
+        assert_matches_cpu(got, want)
 
 
 def test_mixing_devices_raises_for_device_one_first():

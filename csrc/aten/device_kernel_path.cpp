@@ -44,16 +44,29 @@ bool hasDeviceKernels(const c10::OperatorName& name) {
 }
 
 // Ops that, as on CUDA, take index tensors from the host (moved to the
-// device), and ops that read small host tensors of scalars themselves (the
-// _foreach_* overloads taking `Tensor scalars`, kept on the host).
+// device).
 bool acceptsHostIndices(const c10::OperatorName& name) {
   return name.name == "aten::index" || name.name == "aten::index_put_" ||
          name.name == "aten::index_put" ||
          name.name == "aten::_index_put_impl_";
 }
 
-bool readsHostScalars(const c10::OperatorName& name) {
-  return name.name.rfind("aten::_foreach_", 0) == 0;
+// The argument of the _foreach_* overloads that take their numbers as a
+// host tensor (`Tensor scalars`, one per position), which the kernel reads
+// on the host, as on CUDA. Their other tensors, like any op's, are on the
+// device or 0-dim host scalars.
+std::optional<size_t> hostScalarsArgument(const c10::OperatorHandle& op) {
+  if (op.operator_name().name.rfind("aten::_foreach_", 0) != 0) {
+    return std::nullopt;
+  }
+  const auto& arguments = op.schema().arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].name() == "scalars" &&
+        *arguments[i].type() == *c10::TensorType::get()) {
+      return i;
+    }
+  }
+  return std::nullopt;
 }
 
 // What the path asks about an ATen operator on each call, beyond its
@@ -63,7 +76,7 @@ struct OperatorTraits {
   bool synchronous;
   bool takes_generator;
   bool accepts_host_indices;
-  bool reads_host_scalars;
+  std::optional<size_t> host_scalars_argument;
   // The out= overload whose CPU kernel writes into the outputs it is given
   // (one that copies the functional kernel's results does nothing the
   // device needs).
@@ -77,7 +90,7 @@ OperatorTraits traitsOf(const c10::OperatorHandle& op) {
   }
   return {!returnsOnlyTensors(op.schema()) || outputsShapedByTheData(op),
           takesGenerator(op.schema()), acceptsHostIndices(op.operator_name()),
-          readsHostScalars(op.operator_name()), out_variant};
+          hostScalarsArgument(op), out_variant};
 }
 
 // The mydev device of the call: its mydev tensors' device or, for factory
@@ -127,7 +140,8 @@ c10::Device resolveDevice(const c10::OperatorHandle& op,
       if (!t.defined() || t.device() == *device) {
         return t;
       }
-      if (t.device().is_cpu() && (t.dim() == 0 || traits.reads_host_scalars)) {
+      if (t.device().is_cpu() &&
+          (t.dim() == 0 || traits.host_scalars_argument == i)) {
         return t;
       }
       if (t.device().is_cpu() && traits.accepts_host_indices) {
