@@ -1,18 +1,73 @@
 """Kernel generation for mydev in the "cpp" kernel language: Inductor's C++
 scheduling (fusion, vectorized loop nests, OpenMP work sharing across the
 device's compute units), with each kernel defined as a mydev kernel module
-instead of a CPU function."""
+instead of a CPU function.
+
+The vectorized kernels take exp and erf from the device math library
+(device_ext/include/mydev_math.h) instead of ATen's Vectorized functions:
+Inductor's own extension points (CppScheduling.kernel_proxy_cls,
+CppKernelProxy.vec_kernel_cls) carry the change, so torch is not patched."""
+
+import os
 
 from torch._inductor import config as inductor_config
-from torch._inductor.codegen.cpp import CppScheduling
+from torch._inductor.codegen.cpp import (
+    CppKernelProxy,
+    CppScheduling,
+    CppVecKernel,
+    CppVecOverrides,
+)
+from torch._inductor.codegen.cpp_utils import CppCSEVariable
 from torch._inductor.utils import IndentedBuffer, Placeholder, get_fused_kernel_name
 from torch._inductor.virtualized import V
 
 from .device_interface import DEVICE
+from .kernel_modules import INCLUDE_DIR
+
+_CPP_PREFIX = "#include <torch/csrc/inductor/cpp_prefix.h>"
+_MATH_LIBRARY = f'#include "{os.path.join(INCLUDE_DIR, "mydev_math.h")}"'
+
+
+class MydevVecOverrides(CppVecOverrides):
+    """Inductor's vector ops, with the device math library's functions for
+    vectors (scalars, in loop tails and reductions' scalar code, keep the C++
+    standard library's)."""
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls, *args, **kwargs)
+        # CppVecOverrides.__new__ binds its own static methods on the instance
+        # (with scalar fallbacks), which hides a subclass's; rebind ours.
+        for name, vector_form in (
+            ("exp", lambda x: f"mydev_math::exp({x})"),
+            ("erf", lambda x: f"mydev_math::erf({x})"),
+        ):
+            setattr(self, name, _vector_or_scalar(vector_form, getattr(self, name)))
+        return self
+
+
+def _vector_or_scalar(vector_form, inherited):
+    def op(x):
+        if isinstance(x, CppCSEVariable) and x.is_vec:
+            return vector_form(x)
+        return inherited(x)
+
+    return op
+
+
+class MydevVecKernel(CppVecKernel):
+    overrides = MydevVecOverrides
+
+
+class MydevKernelProxy(CppKernelProxy):
+    vec_kernel_cls = MydevVecKernel
 
 
 class MydevScheduling(CppScheduling):
+    kernel_proxy_cls = MydevKernelProxy
+
     def define_kernel(self, src_code, nodes, kernel_args=None):
+        # Every mydev kernel can call the device math library.
+        src_code = src_code.replace(_CPP_PREFIX, f"{_CPP_PREFIX}\n{_MATH_LIBRARY}", 1)
         if V.graph.cpp_wrapper:
             # The C++ wrapper compiles kernels into its own module and
             # launches them itself (MydevCppWrapperCodegen).
