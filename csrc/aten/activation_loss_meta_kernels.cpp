@@ -7,11 +7,11 @@
 // path then runs the CPU kernel synchronously, which raises the CPU's own
 // error at the call.
 #include <ATen/ExpandUtils.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mul_meta_dispatch.h>
-#include <ATen/ops/scalar_tensor.h>
 
 #include "meta_layouts.h"
 #include "native_meta_table.h"
@@ -116,10 +116,9 @@ Tensor mseLossBackwardMeta(const Tensor& grad_output, const Tensor& self,
 // dtype, as a wrapped number does.
 Tensor nativeDropoutBackwardMeta(const Tensor& grad_output, const Tensor& mask,
                                  double scale) {
-  Tensor wrapped_scale =
-      at::scalar_tensor(scale, grad_output.options().dtype(at::kDouble));
-  wrapped_scale.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return at::meta::mul(at::meta::mul(grad_output, mask), wrapped_scale);
+  return at::meta::mul(
+      at::meta::mul(grad_output, mask),
+      at::native::wrapped_scalar_tensor(scale, grad_output.device()));
 }
 
 // logit's CPU kernel is a unary float op, for real inputs.

@@ -56,7 +56,7 @@ bool acceptsHostIndices(const c10::OperatorName& name) {
 // on the host, as on CUDA. Their other tensors, like any op's, are on the
 // device or 0-dim host scalars.
 std::optional<size_t> hostScalarsArgument(const c10::OperatorHandle& op) {
-  if (op.operator_name().name.rfind("aten::_foreach_", 0) != 0) {
+  if (!isForeachOp(op.operator_name())) {
     return std::nullopt;
   }
   const auto& arguments = op.schema().arguments();

@@ -15,19 +15,19 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "meta_layouts.h"
 #include "native_meta_table.h"
+#include "op_schema.h"
 
 namespace mydev {
 namespace {
 
 using at::Tensor;
 using torch::jit::Stack;
-
-constexpr const char* kForeachPrefix = "aten::_foreach_";
 
 // The type an argument of the per-tensor op has where the _foreach_* op
 // has `foreach_type`: one element of a list (Tensor[] -> Tensor,
@@ -41,14 +41,6 @@ const c10::Type& elementTypeOf(const c10::Type& foreach_type) {
 
 bool isListArgument(const c10::Argument& argument) {
   return argument.type()->kind() == c10::TypeKind::ListType;
-}
-
-// A Python number as ATen's binary ops take it: a 0-dim tensor that
-// promotes types weakly.
-c10::IValue wrappedNumber(const c10::Scalar& value) {
-  Tensor wrapped = at::scalar_to_tensor(value, c10::Device(c10::kMeta));
-  wrapped.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return wrapped;
 }
 
 // Whether `element` is the per-tensor op `foreach` loops over: it takes
@@ -127,7 +119,10 @@ class ForeachMeta final : public c10::OperatorKernel {
                                     : args[i]);
       }
       if (wraps_scalar_) {
-        element_stack[1] = wrappedNumber(element_stack[1].toScalar());
+        // A Python number as ATen's binary ops take it: a 0-dim tensor
+        // that promotes types weakly.
+        element_stack[1] = at::native::wrapped_scalar_tensor(
+            element_stack[1].toScalar(), c10::kMeta);
       }
       for (size_t i = n_args; i < element_args.size(); ++i) {
         element_stack.push_back(*element_args[i].default_value());
@@ -149,19 +144,21 @@ class ForeachMeta final : public c10::OperatorKernel {
   bool wraps_scalar_;
 };
 
+// Every overload of each op, by the op's name.
+using OverloadsByName =
+    std::unordered_map<std::string, std::vector<c10::OperatorName>>;
+
 // The per-tensor op a _foreach_* op loops over: exactly one overload of
 // aten::<name without _foreach_> fits.
 std::optional<c10::OperatorHandle> elementOpOf(
-    const c10::OperatorHandle& foreach,
-    const std::vector<c10::OperatorName>& all_ops) {
-  const std::string element_name =
-      "aten::" + foreach.operator_name().name.substr(
-                     std::char_traits<char>::length(kForeachPrefix));
+    const c10::OperatorHandle& foreach, const OverloadsByName& overloads) {
+  const auto element_overloads = overloads.find(
+      "aten::" + foreach.operator_name().name.substr(kForeachOpPrefix.size()));
+  if (element_overloads == overloads.end()) {
+    return std::nullopt;
+  }
   std::optional<c10::OperatorHandle> found;
-  for (const c10::OperatorName& name : all_ops) {
-    if (name.name != element_name) {
-      continue;
-    }
+  for (const c10::OperatorName& name : element_overloads->second) {
     const auto candidate = c10::Dispatcher::singleton().findOp(name);
     if (!candidate.has_value() || !candidate->hasSchema() ||
         !loopsOver(foreach.schema(), candidate->schema())) {
@@ -218,15 +215,19 @@ void ampNonFiniteCheckAndUnscaleMeta(at::TensorList scaled_grads,
 void addForeachMetaKernels(NativeMetaTable& table) {
   const std::vector<c10::OperatorName> all_ops =
       c10::Dispatcher::singleton().getAllOpNames();
+  OverloadsByName overloads;
   for (const c10::OperatorName& name : all_ops) {
-    if (name.name.rfind(kForeachPrefix, 0) != 0) {
+    overloads[name.name].push_back(name);
+  }
+  for (const c10::OperatorName& name : all_ops) {
+    if (!isForeachOp(name)) {
       continue;
     }
     const auto foreach = c10::Dispatcher::singleton().findOp(name);
     if (!foreach.has_value() || !foreach->hasSchema()) {
       continue;
     }
-    const auto element = elementOpOf(*foreach, all_ops);
+    const auto element = elementOpOf(*foreach, overloads);
     if (!element.has_value()) {
       continue;
     }

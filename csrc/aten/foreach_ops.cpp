@@ -12,14 +12,14 @@
 #include <string>
 
 #include "device_kernel_path.h"
+#include "op_schema.h"
 
 namespace mydev {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  static const std::string kPrefix = "aten::_foreach_";
   for (const c10::OperatorName& name :
        c10::Dispatcher::singleton().getAllOpNames()) {
-    if (name.name.rfind(kPrefix, 0) != 0) {
+    if (!isForeachOp(name)) {
       continue;
     }
     const std::string qualified = name.overload_name.empty()

@@ -135,6 +135,11 @@ bool outputsShapedByTheData(const c10::OperatorHandle& op) {
          name != "aten::repeat_interleave";
 }
 
+bool isForeachOp(const c10::OperatorName& name) {
+  return std::string_view(name.name).substr(0, kForeachOpPrefix.size()) ==
+         kForeachOpPrefix;
+}
+
 ArgumentKind argumentKind(const c10::Argument& argument) {
   switch (kindWithoutOptional(argument.real_type())) {
     case c10::TypeKind::DeviceObjType: return ArgumentKind::Device;

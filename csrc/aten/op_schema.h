@@ -7,6 +7,7 @@
 #include <ATen/core/function_schema.h>
 
 #include <optional>
+#include <string_view>
 #include <type_traits>
 #include <unordered_map>
 
@@ -31,6 +32,11 @@ const auto& operatorFact(const c10::OperatorHandle& op) {
   }
   return found->second;
 }
+
+// aten::_foreach_*: the ops that apply a per-tensor op (aten::<the rest of
+// the name>) at each position of their tensor lists.
+constexpr std::string_view kForeachOpPrefix = "aten::_foreach_";
+bool isForeachOp(const c10::OperatorName& name);
 
 enum class ArgumentKind { Device, Generator, Other };
 ArgumentKind argumentKind(const c10::Argument& argument);
