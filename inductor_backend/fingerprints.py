@@ -33,10 +33,13 @@ def headers_fingerprint(include_dir: str) -> str:
 def build_fingerprint(extension_module: str, code_generators: str) -> str:
     """The extension module and the libraries next to it (their kernels
     decide how graphs are traced, e.g. which attention op
-    scaled_dot_product_attention becomes), the code generators' sources and
-    the headers."""
+    scaled_dot_product_attention becomes), the code generators' sources, the
+    package's changes to torch (torch_patches: some steer Inductor's lowering
+    and scheduling) and the headers."""
     package_dir = os.path.dirname(extension_module)
-    digest = _digest(glob.glob(os.path.join(code_generators, "*.py")))
+    digest = _digest(
+        glob.glob(os.path.join(code_generators, "*.py")) + glob.glob(os.path.join(package_dir, "torch_patches", "*.py"))
+    )
     for library in [extension_module, *sorted(glob.glob(os.path.join(package_dir, "lib", "*.so")))]:
         stat = os.stat(library)
         digest.update(f"{stat.st_size}-{stat.st_mtime_ns}".encode())

@@ -143,6 +143,36 @@ def test_is_cpu_keeps_scheduler_reindexing_away_from_mydev_nodes():
     assert "_try_reindex_pointwise_for_reduction" in original["frames"], original["frames"]
 
 
+def test_small_variances_lower_to_two_sums_as_on_the_cpu():
+    """Without it a LayerNorm over 64 features on mydev lowers to a Welford
+    reduction (the rule for devices other than "cpu"), which the C++ kernels
+    run with a Welford combine across vector lanes per row: about 3x the
+    time of the two sums the CPU gets (not asserted here: the code is).
+    Beyond the CPU's threshold (1024 elements) both keep Welford; the
+    values match the CPU either way."""
+    seen = run_both(
+        """
+        from torch._inductor import lowering
+
+        g = torch.Generator().manual_seed(0)
+        small = torch.randn(64, 64, generator=g).to("mydev")
+        large = torch.randn(4, 2048, generator=g).to("mydev")
+        layer_norm = lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:])
+        patched = {"small": attempt(layer_norm, small), "large": attempt(layer_norm, large)}
+        lowering.use_two_step_variance = lowering.use_two_step_variance.__wrapped__
+        print(json.dumps({"patched": patched, "original": attempt(layer_norm, small)}))
+        """
+    )
+    patched, original = seen["patched"], seen["original"]
+    for case in ("small", "large"):
+        assert patched[case]["ok"], patched[case]
+        assert patched[case]["max_error"] < 1e-5
+    assert "welford" not in patched["small"]["code"].lower()
+    assert "welford" in patched["large"]["code"].lower()
+    assert original["ok"] and original["max_error"] < 1e-5
+    assert "welford" in original["code"].lower()
+
+
 def test_select_conv_backend_answers_like_the_cpu_for_mydev():
     """Without it FakeTensor's convolution decides mydev's output layout from
     the "Overrideable" backend (contiguous), while the device runs the CPU's
