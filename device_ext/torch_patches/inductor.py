@@ -1,8 +1,8 @@
 """Inductor (torch._inductor), torch 2.13: where it assumes that only "cpu"
 runs C++ kernels (the scheduler's reindexing, the lowering of small
-variances), that only GPU_TYPES have device guards, that a device has
-one kernel language, that Triton kernels never need their Python function
-again, and where mydev's entries go into tables that have no registration
+variances and of concatenation), that only GPU_TYPES have device guards,
+that a device has one kernel language, that Triton kernels never need their
+Python function again, and where mydev's entries go into tables that have no registration
 API. See the table in ``device_ext/torch_patches/__init__.py``;
 tests/test_compile_workarounds.py shows what goes wrong without each.
 
@@ -15,7 +15,7 @@ imports nothing from ``inductor_backend``: ``kernel_language()`` answers
 import importlib
 from typing import Any, Callable, Optional
 
-from torch._inductor import config, lowering, scheduler
+from torch._inductor import config, ir, lowering, scheduler
 from torch._inductor.codegen import common, cpp_utils
 from torch._inductor.runtime import triton_heuristics
 
@@ -31,6 +31,12 @@ GET_CURRENT_BACKEND_USERS = (
 )
 
 
+def _runs_cpp_kernels(device: Optional[Any], kernel_language: Callable[[], str]) -> bool:
+    """Whether ``device`` is mydev with kernels from Inductor's C++ generator,
+    whose decisions torch keys on device "cpu" below."""
+    return device is not None and device.type == DEVICE_NAME and kernel_language() == "cpp"
+
+
 def _treat_mydev_as_cpp_codegen(
     is_cpu: Callable[[scheduler.BaseSchedulerNode], bool],
     kernel_language: Callable[[], str],
@@ -43,8 +49,7 @@ def _treat_mydev_as_cpp_codegen(
     # kernel and the C++ kernel generator fails on it. (Triton kernels are
     # SIMD kernels: with kernel_language="triton" mydev nodes get all three.)
     def is_cpu_or_mydev(node: scheduler.BaseSchedulerNode) -> bool:
-        device = node.get_device()
-        return is_cpu(node) or (device is not None and device.type == DEVICE_NAME and kernel_language() == "cpp")
+        return is_cpu(node) or _runs_cpp_kernels(node.get_device(), kernel_language)
 
     is_cpu_or_mydev.__wrapped__ = is_cpu  # type: ignore[attr-defined]
     return is_cpu_or_mydev
@@ -63,14 +68,37 @@ def _two_step_variance_as_for_cpu(
     # LayerNorm over 64 features ([8192, 64]) took 289 us, 89 us two-step.
     # The other devices' rule, with the CPU's threshold, is the CPU's rule.
     def decide(x: Any, axis: Any, keepdim: bool, input_dtype: Any) -> bool:
-        device = x.get_device()
-        if device is None or device.type != DEVICE_NAME or kernel_language() != "cpp":
+        if not _runs_cpp_kernels(x.get_device(), kernel_language):
             return use_two_step_variance(x, axis, keepdim, input_dtype)
         with config.patch(unroll_reductions_threshold=config.cpp.use_two_step_variance_threshold):
             return use_two_step_variance(x, axis, keepdim, input_dtype)
 
     decide.__wrapped__ = use_two_step_variance  # type: ignore[attr-defined]
     return decide
+
+
+def _concatenate_as_on_cpu(
+    pointwise_cat: Callable[..., Any],
+    kernel_language: Callable[[], str],
+) -> Callable[..., Any]:
+    # lowering.cat picks between pointwise_cat (each output element selects
+    # its input by masked loads: one kernel, fusable into its users) and
+    # ir.ConcatKernel (each input copied into its slice of the output). For
+    # "cpu" it never takes pointwise_cat unless config.force_pointwise_cat,
+    # because the C++ generator does not vectorize the masked index
+    # expressions: the kernel is a scalar loop. mydev's "cpp" kernels come
+    # from that generator. In a transformer block's backward, the gradient of
+    # the qkv split (three [32, 4, 256, 16] tensors into [8192, 192]) took
+    # 1660 us as a pointwise cat and 444 us as copies into slices. (A right
+    # pad, which Inductor lowers as a cat with a fill off "cpu", takes the
+    # same time either way on mydev: the copy and the fill fuse.)
+    def lower(inputs: Any, dim: int = 0) -> Any:
+        if config.force_pointwise_cat or not _runs_cpp_kernels(inputs[0].get_device(), kernel_language):
+            return pointwise_cat(inputs, dim)
+        return ir.TensorBox(ir.ConcatKernel.create(inputs, dim))
+
+    lower.__wrapped__ = pointwise_cat  # type: ignore[attr-defined]
+    return lower
 
 
 def _guard_mydev_devices(
@@ -154,6 +182,8 @@ def apply(kernel_language: Callable[[], str]) -> None:
         )
     if not _applied(lowering.use_two_step_variance):
         lowering.use_two_step_variance = _two_step_variance_as_for_cpu(lowering.use_two_step_variance, kernel_language)
+    if not _applied(lowering.pointwise_cat):
+        lowering.pointwise_cat = _concatenate_as_on_cpu(lowering.pointwise_cat, kernel_language)
     if not _applied(scheduler.device_need_guard):
         scheduler.device_need_guard = _guard_mydev_devices(scheduler.device_need_guard)
     if not _applied(triton_heuristics.CachingAutotuner._make_launchers):
