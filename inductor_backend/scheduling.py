@@ -3,10 +3,11 @@ scheduling (fusion, vectorized loop nests, OpenMP work sharing across the
 device's compute units), with each kernel defined as a mydev kernel module
 instead of a CPU function.
 
-The vectorized kernels take exp and erf from the device math library
-(device_ext/include/mydev_math.h) instead of ATen's Vectorized functions:
-Inductor's own extension points (CppScheduling.kernel_proxy_cls,
-CppKernelProxy.vec_kernel_cls) carry the change, so torch is not patched."""
+The vectorized kernels, 1-D and 2-D tiled (transposing), take exp and erf
+from the device math library (device_ext/include/mydev_math.h) instead of
+ATen's Vectorized functions: Inductor's own extension points
+(CppScheduling.kernel_proxy_cls, CppKernelProxy.vec_kernel_cls and
+tile2d_kernel_cls) carry the change, so torch is not patched."""
 
 import os
 
@@ -14,6 +15,8 @@ from torch._inductor import config as inductor_config
 from torch._inductor.codegen.cpp import (
     CppKernelProxy,
     CppScheduling,
+    CppTile2DKernel,
+    CppTile2DOverrides,
     CppVecKernel,
     CppVecOverrides,
 )
@@ -28,10 +31,10 @@ _CPP_PREFIX = "#include <torch/csrc/inductor/cpp_prefix.h>"
 _MATH_LIBRARY = f'#include "{os.path.join(INCLUDE_DIR, "mydev_math.h")}"'
 
 
-class MydevVecOverrides(CppVecOverrides):
-    """Inductor's vector ops, with the device math library's functions for
-    vectors (scalars, in loop tails and reductions' scalar code, keep the C++
-    standard library's)."""
+class _DeviceMathLibrary:
+    """Put before a CppVecOverrides class: its vector ops, with the device
+    math library's functions for vectors (scalars, in loop tails and
+    reductions' scalar code, keep the C++ standard library's)."""
 
     def __new__(cls, *args, **kwargs):
         self = super().__new__(cls, *args, **kwargs)
@@ -54,12 +57,25 @@ def _vector_or_scalar(vector_form, inherited):
     return op
 
 
+class MydevVecOverrides(_DeviceMathLibrary, CppVecOverrides):
+    pass
+
+
+class MydevTile2DOverrides(_DeviceMathLibrary, CppTile2DOverrides):
+    pass
+
+
 class MydevVecKernel(CppVecKernel):
     overrides = MydevVecOverrides
 
 
+class MydevTile2DKernel(CppTile2DKernel):
+    overrides = MydevTile2DOverrides
+
+
 class MydevKernelProxy(CppKernelProxy):
     vec_kernel_cls = MydevVecKernel
+    tile2d_kernel_cls = MydevTile2DKernel
 
 
 class MydevScheduling(CppScheduling):
