@@ -25,13 +25,16 @@ Inductor's own CPU backend) and eager CPU. Targets:
 Compilation is excluded from the timings: every variant is called once
 before timing (for the compiled ones, the seconds of that first call, which
 includes compiling, are reported; Inductor's on-disk caches make repeat runs
-compile faster, and the note says how many graphs came from them). Every
-figure is the median of several repetitions after warm-up. Three pairs are
-timed with their repetitions alternating, so that both sides of each ratio
-see the same machine load: compiled mydev with compiled CPU, compiled mydev
-with eager mydev, compiled CPU with eager CPU; each ratio is taken within its
-pair (the note says LOAD MOVED when a compiled figure timed in two pairs
-differs by more than 20%: then only the ratios hold). Device work is timed
+compile faster, and the note says how many graphs came from them). Three
+pairs are timed with their repetitions alternating, so that both sides of
+each ratio see the same machine load: compiled mydev with compiled CPU,
+eager mydev with compiled mydev, eager CPU with compiled CPU. Each figure is
+the median of its repetitions after warm-up; each ratio is the median of the
+ratios of its pair's repetitions (``harness.paired``), shown with their
+quartiles in brackets: quartiles on both sides of a target mean that this
+run cannot tell the ratio from the target, whatever the verdict says (the
+note says LOAD MOVED when a compiled figure timed in two pairs differs by
+more than 20%: then only the ratios hold). Device work is timed
 up to the return of ``torch.mydev.synchronize()``. Nothing here asserts on
 time; PASS / MISS only compares the measured ratio with the target.
 
@@ -61,10 +64,9 @@ from harness import (  # noqa: E402
     Op,
     Sync,
     Timed,
-    compare,
-    figure_cells,
     format_value,
     no_sync,
+    paired,
     progress,
     record_failure,
     render_sectioned_table,
@@ -99,12 +101,15 @@ class CompileBudget(Budget):
     size: str
 
 
-FULL = CompileBudget(name="full", warmup_reps=2, reps=9, target_rep_seconds=0.1, max_calls_per_rep=10_000, size="bench")
+FULL = CompileBudget(
+    name="full", warmup_reps=2, reps=21, target_rep_seconds=0.1, max_calls_per_rep=10_000, size="bench"
+)
 # The quick run keeps the size: at "test" size a call is launch overhead
 # (0.05-1.5 ms), where Inductor's own CPU backend is slower than eager CPU
 # too (0.72-1.07x in the report of 7709056), so no backend could meet the
 # targets and the verdicts said nothing about compiled code.
-QUICK = replace(FULL, name="quick", warmup_reps=1, reps=5, target_rep_seconds=0.05)
+# Eleven repetitions: the quartiles of fewer say little.
+QUICK = replace(FULL, name="quick", warmup_reps=1, reps=11, target_rep_seconds=0.05)
 
 
 # -------------------------------------------------------------------- rows --
@@ -126,6 +131,9 @@ class Row:
     ratio: Optional[float] = None  # compiled mydev / compiled CPU (pair 1)
     speedup: Optional[float] = None  # eager mydev / compiled mydev (pair 2)
     cpu_speedup: Optional[float] = None  # eager CPU / compiled CPU (pair 3)
+    # Quartiles of the per-repetition ratios (harness.Pairing.spread).
+    ratio_spread: Optional[Tuple[float, float]] = None
+    speedup_spread: Optional[Tuple[float, float]] = None
     compile_mydev_s: Optional[float] = None
     compile_cpu_s: Optional[float] = None
     # The compiled figures as timed again in pairs 2 and 3: far from the
@@ -165,6 +173,7 @@ class Row:
                     "lower",
                     self.ratio_verdict,
                     "the same model compiled by Inductor for each device",
+                    self.ratio_spread,
                 ),
                 report_entry(
                     f"{self.model} {self.section}: eager / compiled mydev",
@@ -173,6 +182,7 @@ class Row:
                     "higher",
                     self.speedup_verdict,
                     "the same model on mydev, eager and compiled",
+                    self.speedup_spread,
                 ),
             ],
         }
@@ -270,20 +280,20 @@ def measure(case: ModelCase, phase: str, budget: CompileBudget, mode: Optional[s
         row.compile_cpu_s = _first_call(compiled_cpu, no_sync)
         after = _counters()
         row.note = _compile_note(before, between, after)
-        c_mydev, c_cpu = compare(Timed(compiled_mydev, mydev_sync), Timed(compiled_cpu), budget)
-        c_mydev2, e_mydev = compare(Timed(compiled_mydev, mydev_sync), Timed(eager_mydev, mydev_sync), budget)
-        c_cpu3, e_cpu = compare(Timed(compiled_cpu), Timed(eager_cpu), budget)
+        versus_cpu = paired(Timed(compiled_mydev, mydev_sync), Timed(compiled_cpu), budget)
+        versus_eager = paired(Timed(eager_mydev, mydev_sync), Timed(compiled_mydev, mydev_sync), budget)
+        cpu_versus_eager = paired(Timed(eager_cpu), Timed(compiled_cpu), budget)
         if _counters()[0] != after[0]:
             row.note += "; RECOMPILED while timing"
     except Exception as exc:  # noqa: BLE001 (a failing row must not end the run)
         traceback.print_exc(file=sys.stderr)
         return record_failure(row, exc)
-    row.compiled_mydev, row.compiled_cpu = c_mydev * MS, c_cpu * MS
-    row.eager_mydev, row.eager_cpu = e_mydev * MS, e_cpu * MS
-    row.compiled_mydev_pair2, row.compiled_cpu_pair3 = c_mydev2 * MS, c_cpu3 * MS
-    row.ratio = c_mydev / c_cpu
-    row.speedup = e_mydev / c_mydev2
-    row.cpu_speedup = e_cpu / c_cpu3
+    row.compiled_mydev, row.compiled_cpu = versus_cpu.subject * MS, versus_cpu.baseline * MS
+    row.eager_mydev, row.eager_cpu = versus_eager.subject * MS, cpu_versus_eager.subject * MS
+    row.compiled_mydev_pair2, row.compiled_cpu_pair3 = versus_eager.baseline * MS, cpu_versus_eager.baseline * MS
+    row.ratio, row.ratio_spread = versus_cpu.ratio, versus_cpu.spread
+    row.speedup, row.speedup_spread = versus_eager.ratio, versus_eager.spread
+    row.cpu_speedup = cpu_versus_eager.ratio
     drift = _load_drift(row)
     if drift:
         row.note = f"{drift}; {row.note}"
@@ -318,6 +328,7 @@ SECTION_TITLES = {
         f" target mydev/CPU <= {RATIO_TARGET:g}.\n"
         f"  speedup: eager mydev / compiled mydev, target > {SPEEDUP_TARGET:g}. "
         "CPU speedup: eager CPU / compiled CPU, for reference.\n"
+        "  ratios: the median of the ratios of the pair's repetitions, their quartiles in brackets.\n"
         "  compile s: seconds of the first compiled call, mydev / CPU."
     )
     for mode in MODES
@@ -345,6 +356,14 @@ def _number(value: Optional[float], header: str, suffix: str = "") -> str:
     return text.rjust(len(header))
 
 
+def _ratio(value: Optional[float], spread: Optional[Tuple[float, float]], suffix: str = "") -> str:
+    """A per-repetition ratio with its quartiles: ``1.02x (0.98-1.05)``."""
+    if value is None:
+        return "n/a"
+    text = format_value(value) + suffix
+    return text if spread is None else f"{text} ({format_value(spread[0])}-{format_value(spread[1])})"
+
+
 def table_cells(row: Row) -> Tuple[str, ...]:
     if row.compile_mydev_s is None and row.compile_cpu_s is None:
         compile_s = "n/a"
@@ -353,10 +372,13 @@ def table_cells(row: Row) -> Tuple[str, ...]:
     return (
         row.model,
         row.shape,
-        *figure_cells(row.compiled_mydev, row.compiled_cpu, row.unit),
+        format_value(row.compiled_mydev),
+        format_value(row.compiled_cpu),
+        row.unit,
+        _ratio(row.ratio, row.ratio_spread),
         row.ratio_verdict,
         _number(row.eager_mydev, "eager mydev"),
-        _number(row.speedup, "speedup", "x" if row.speedup is not None else ""),
+        _ratio(row.speedup, row.speedup_spread, "x"),
         row.speedup_verdict,
         _number(row.eager_cpu, "eager CPU"),
         _number(row.cpu_speedup, "CPU speedup", "x" if row.cpu_speedup is not None else ""),

@@ -120,15 +120,29 @@ def _calls_per_rep(timed: Timed, budget: Budget) -> int:
     return calls
 
 
-def compare(mydev: Timed, cpu: Timed, budget: Budget, fixed_calls: Optional[int] = None) -> Tuple[float, float]:
-    """Median seconds per call of ``mydev`` and of its baseline ``cpu``.
+@dataclass(frozen=True)
+class Pairing:
+    """Two operations timed with their repetitions alternating: the median
+    seconds per call of each, and ``ratio``, the median of the repetitions'
+    ratios subject / baseline, with its quartiles in ``spread``. Each
+    repetition's ratio sets two measurements taken back to back against each
+    other, so a load that moves during the run moves both sides of it; a
+    ratio of the two medians mixes repetitions taken under different loads.
+    A ``spread`` that contains a target says the run cannot tell the ratio
+    from it."""
 
-    A repetition makes ``fixed_calls`` calls if given, else a number
-    calibrated for each side. Their repetitions alternate (mydev, cpu, cpu,
-    mydev, ...), so that both see the same load on a shared machine and the
-    ratio stays meaningful when the absolute numbers drift.
-    """
-    pair = (mydev, cpu)
+    subject: float
+    baseline: float
+    ratio: float
+    spread: Tuple[float, float]
+
+
+def paired(subject: Timed, baseline: Timed, budget: Budget, fixed_calls: Optional[int] = None) -> Pairing:
+    """Times ``subject`` against ``baseline``. A repetition makes
+    ``fixed_calls`` calls if given, else a number calibrated for each side.
+    Their repetitions alternate (subject, baseline, baseline, subject, ...),
+    so that both see the same load on a shared machine."""
+    pair = (subject, baseline)
     for timed in pair:
         _repetition(timed, 1)  # the first call, apart: see _calls_per_rep
     if fixed_calls is None:
@@ -141,7 +155,16 @@ def compare(mydev: Timed, cpu: Timed, budget: Budget, fixed_calls: Optional[int]
             seconds = _repetition(pair[i], calls[i])
             if rep >= budget.warmup_reps:
                 samples[i].append(seconds)
-    return statistics.median(samples[0]), statistics.median(samples[1])
+    ratios = [a / b for a, b in zip(*samples)]
+    low, _, high = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
+    return Pairing(statistics.median(samples[0]), statistics.median(samples[1]), statistics.median(ratios), (low, high))
+
+
+def compare(mydev: Timed, cpu: Timed, budget: Budget, fixed_calls: Optional[int] = None) -> Tuple[float, float]:
+    """Median seconds per call of ``mydev`` and of its baseline ``cpu``,
+    timed as ``paired`` times them."""
+    pairing = paired(mydev, cpu, budget, fixed_calls)
+    return pairing.subject, pairing.baseline
 
 
 def median_seconds(timed: Timed, budget: Budget) -> float:
@@ -257,13 +280,23 @@ def verdict_summary(rows: Sequence[Any]) -> str:
 
 
 def report_entry(
-    what: str, ratio: Optional[float], target: Optional[float], better: str, verdict: str, compares: str = ""
+    what: str,
+    ratio: Optional[float],
+    target: Optional[float],
+    better: str,
+    verdict: str,
+    compares: str = "",
+    spread: Optional[Tuple[float, float]] = None,
 ) -> Dict[str, Any]:
     """One ratio as ``python -m benchmarks`` collects it (benchmarks/README.md,
     "One report"): a row's JSON lists its ratios under ``"report"``.
     ``better`` is "lower" or "higher": which side of ``target`` passes;
-    ``compares`` says what each side runs."""
-    return {"what": what, "ratio": ratio, "target": target, "better": better, "verdict": verdict, "compares": compares}
+    ``compares`` says what each side runs; ``spread``, the quartiles of a
+    ratio taken per repetition (``Pairing.spread``)."""
+    entry = {"what": what, "ratio": ratio, "target": target, "better": better, "verdict": verdict, "compares": compares}
+    if spread is not None:
+        entry["spread"] = list(spread)
+    return entry
 
 
 def progress(message: str) -> None:

@@ -45,13 +45,16 @@ def write_png(path: str, entries: Sequence[Dict[str, Any]], title: str) -> str:
             continue
         colour = [c / 255 for c in COLOURS.get(entry["verdict"], GREY)]
         ax.barh(y, math.log10(ratio), left=0, color=colour)
+        spread = entry.get("spread")
+        if spread and min(spread) > 0:
+            ax.plot([math.log10(spread[0]), math.log10(spread[1])], [y, y], color="black", linewidth=0.8)
         if entry["target"] is not None:
             ax.plot([math.log10(entry["target"])] * 2, [y - 0.4, y + 0.4], color="black")
     ax.set_yticks(range(len(entries)))
     ax.set_yticklabels([f"{n}. {e['script']}: {e['what']}"[:70] for n, e in enumerate(entries, 1)], fontsize=7)
     ax.invert_yaxis()
     ax.axvline(0, color="grey", linewidth=0.5)
-    ax.set_xlabel("log10(ratio); tick: target")
+    ax.set_xlabel("log10(ratio); tick: target; line: quartiles of a per-repetition ratio")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

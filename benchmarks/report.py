@@ -72,6 +72,15 @@ def _number(value: Optional[float]) -> str:
     return f"{value:.3g}"
 
 
+def _ratio(entry: Dict[str, Any]) -> str:
+    """The ratio, and the quartiles of its repetitions where the script
+    took it per repetition (``harness.Pairing``)."""
+    spread = entry.get("spread")
+    if entry["ratio"] is None or not spread:
+        return _number(entry["ratio"])
+    return f"{_number(entry['ratio'])} ({_number(spread[0])}-{_number(spread[1])})"
+
+
 def _target(entry: Dict[str, Any]) -> str:
     if entry["target"] is None:
         return "-"
@@ -94,7 +103,8 @@ def markdown(
 ) -> str:
     """One table: a numbered line per ratio (the numbers label the plot).
     ``beside`` is (column title, ratios_by_row of another run): the same
-    rows measured in other conditions (idle against busy), in one more column."""
+    rows measured in other conditions (idle against busy), in one more column.
+    A ratio taken per repetition shows its quartiles in brackets."""
     extra_title, extra = beside if beside else ("", {})
     lines = [
         header,
@@ -103,7 +113,7 @@ def markdown(
         "| ---: | --- | --- | ---: |" + (" ---: |" if beside else "") + " --- | --- | --- |",
     ]
     for number, entry in enumerate(entries, 1):
-        cells = [str(number), entry["script"], entry["what"], _number(entry["ratio"])]
+        cells = [str(number), entry["script"], entry["what"], _ratio(entry)]
         if beside:
             cells.append(_number(extra.get((entry["script"], entry["what"]))))
         cells += [_target(entry), entry["verdict"], entry.get("compares", "")]

@@ -99,3 +99,39 @@ def test_busy_run_as_a_user_types_it_keeps_a_core_busy_and_sets_the_idle_run_bes
     baseline_line = next(line for line in table.splitlines() if f"| {baseline_row} |" in line)
     assert baseline_line.split("|")[5].strip() == "0.25", baseline_line
     assert "1 busy process(es)" in table
+
+
+def test_a_paired_ratio_is_the_median_of_each_repetitions_ratio(monkeypatch):
+    """Each repetition's ratio sets two measurements taken back to back
+    against each other; the ratio of the two medians would mix repetitions
+    taken under different loads. Scripted durations on a fake clock (no
+    time is measured): per-repetition ratios 2, 1, 3, 1, 2 give 2 with
+    quartiles 1 and 2, where the ratio of the medians is 6 / 4."""
+    from benchmarks import harness, report
+
+    class Clock:
+        now = 0.0
+
+        def perf_counter(self) -> float:
+            return self.now
+
+    clock = Clock()
+    monkeypatch.setattr(harness, "time", clock)
+
+    def scripted(durations: List[float]) -> harness.Timed:
+        left = iter(durations)
+
+        def op() -> None:
+            clock.now += next(left)
+
+        return harness.Timed(op)
+
+    # The first duration of each is the call made apart before timing.
+    subject = scripted([9.0, 2, 4, 6, 8, 10])
+    baseline = scripted([9.0, 1, 4, 2, 8, 5])
+    budget = harness.Budget("scripted", warmup_reps=0, reps=5, target_rep_seconds=0, max_calls_per_rep=1)
+    pairing = harness.paired(subject, baseline, budget, fixed_calls=1)
+    assert (pairing.subject, pairing.baseline) == (6, 4)
+    assert pairing.ratio == 2 and pairing.spread == (1, 2)
+    entry = harness.report_entry("x", pairing.ratio, 1.0, "lower", "MISS", spread=pairing.spread)
+    assert "| 1 | s | x | 2 (1-2) | <= 1 | MISS |" in report.markdown([{"script": "s", **entry}], "# t")
