@@ -3,8 +3,8 @@ scheduling (fusion, vectorized loop nests, OpenMP work sharing across the
 device's compute units), with each kernel defined as a mydev kernel module
 instead of a CPU function.
 
-The vectorized kernels, 1-D and 2-D tiled (transposing), take exp and erf
-from the device math library (device_ext/include/mydev_math.h) instead of
+The vectorized kernels, 1-D and 2-D tiled (transposing), take exp, expm1 and
+erf from the device math library (device_ext/include/mydev_math.h) instead of
 ATen's Vectorized functions: Inductor's own extension points
 (CppScheduling.kernel_proxy_cls, CppKernelProxy.vec_kernel_cls and
 tile2d_kernel_cls) carry the change, so torch is not patched."""
@@ -43,6 +43,7 @@ class _DeviceMathLibrary:
         for name, vector_form in (
             ("exp", lambda x: f"mydev_math::exp({x})"),
             ("erf", lambda x: f"mydev_math::erf({x})"),
+            ("expm1", lambda x: f"mydev_math::expm1({x})"),
         ):
             setattr(self, name, _vector_or_scalar(vector_form, getattr(self, name)))
         return self
