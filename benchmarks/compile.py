@@ -64,6 +64,7 @@ from harness import (  # noqa: E402
     Op,
     Sync,
     Timed,
+    format_ratio,
     format_value,
     no_sync,
     paired,
@@ -356,14 +357,6 @@ def _number(value: Optional[float], header: str, suffix: str = "") -> str:
     return text.rjust(len(header))
 
 
-def _ratio(value: Optional[float], spread: Optional[Tuple[float, float]], suffix: str = "") -> str:
-    """A per-repetition ratio with its quartiles: ``1.02x (0.98-1.05)``."""
-    if value is None:
-        return "n/a"
-    text = format_value(value) + suffix
-    return text if spread is None else f"{text} ({format_value(spread[0])}-{format_value(spread[1])})"
-
-
 def table_cells(row: Row) -> Tuple[str, ...]:
     if row.compile_mydev_s is None and row.compile_cpu_s is None:
         compile_s = "n/a"
@@ -375,10 +368,10 @@ def table_cells(row: Row) -> Tuple[str, ...]:
         format_value(row.compiled_mydev),
         format_value(row.compiled_cpu),
         row.unit,
-        _ratio(row.ratio, row.ratio_spread),
+        format_ratio(row.ratio, row.ratio_spread),
         row.ratio_verdict,
         _number(row.eager_mydev, "eager mydev"),
-        _ratio(row.speedup, row.speedup_spread, "x"),
+        format_ratio(row.speedup, row.speedup_spread, "x"),
         row.speedup_verdict,
         _number(row.eager_cpu, "eager CPU"),
         _number(row.cpu_speedup, "CPU speedup", "x" if row.cpu_speedup is not None else ""),

@@ -24,14 +24,16 @@ eager-mode performance issue sets for it:
 
 Every row runs the same code on the same inputs on both devices (the AdamW
 step explicitly uses the foreach implementation on both, since the CPU's
-default would be the for-loop one). Every figure is the median of several repetitions after warm-up; the
-repetitions of a mydev figure and of its CPU baseline alternate, so both see
-the same machine load. Device work is timed up to the return of
+default would be the for-loop one). The repetitions of a mydev figure and
+of its CPU baseline alternate, so both see the same machine load. Every
+figure is the median of its repetitions after warm-up; the ratio is the
+median of the repetitions' ratios, with their quartiles in brackets
+(``harness.paired``). Device work is timed up to the return of
 ``torch.mydev.synchronize()``. Nothing here asserts on time; PASS / MISS
 only compares the measured ratio with the target.
 
-    python benchmarks/eager.py               # full run, about 1-2 minutes
-    python benchmarks/eager.py --quick       # short run, about 30 s
+    python benchmarks/eager.py               # full run, about 2-4 minutes
+    python benchmarks/eager.py --quick       # short run, about 1 minute
     python benchmarks/eager.py --json out.json
 """
 
@@ -54,9 +56,9 @@ from harness import (  # noqa: E402
     Budget,
     Op,
     Timed,
-    compare,
-    figure_cells,
-    mydev_over_cpu,
+    format_ratio,
+    format_value,
+    paired,
     progress,
     record_failure,
     render_sectioned_table,
@@ -78,10 +80,11 @@ class EagerBudget(Budget):
 
 
 FULL = EagerBudget(
-    name="full", warmup_reps=2, reps=9, target_rep_seconds=0.1, max_calls_per_rep=1_000_000, overhead_calls=10_000
+    name="full", warmup_reps=2, reps=21, target_rep_seconds=0.1, max_calls_per_rep=1_000_000, overhead_calls=10_000
 )
+# Eleven repetitions: the quartiles of fewer say little.
 QUICK = EagerBudget(
-    name="quick", warmup_reps=1, reps=5, target_rep_seconds=0.02, max_calls_per_rep=1_000_000, overhead_calls=10_000
+    name="quick", warmup_reps=1, reps=11, target_rep_seconds=0.02, max_calls_per_rep=1_000_000, overhead_calls=10_000
 )
 
 
@@ -90,7 +93,8 @@ QUICK = EagerBudget(
 
 @dataclass
 class Row:
-    """One line: mydev and CPU time per call, their ratio and the target."""
+    """One line: mydev and CPU time per call (medians), their ratio (the
+    median of the repetitions' ratios, with its quartiles) and the target."""
 
     section: str
     what: str
@@ -99,12 +103,10 @@ class Row:
     target: float
     mydev: Optional[float] = None
     cpu: Optional[float] = None
+    ratio: Optional[float] = None
+    spread: Optional[Tuple[float, float]] = None
     note: str = ""
     error: str = ""
-
-    @property
-    def ratio(self) -> Optional[float]:
-        return mydev_over_cpu(self.mydev, self.cpu)
 
     @property
     def verdict(self) -> str:
@@ -123,8 +125,9 @@ class Row:
             "lower",
             self.verdict,
             "the same code on mydev and CPU",
+            self.spread,
         )
-        return {**asdict(self), "ratio": self.ratio, "verdict": self.verdict, "report": [entry]}
+        return {**asdict(self), "verdict": self.verdict, "report": [entry]}
 
 
 @dataclass(frozen=True)
@@ -563,10 +566,12 @@ def measure(workload: Workload, budget: EagerBudget) -> Row:
         cpu_op = workload.make("cpu")
         fixed = budget.overhead_calls if workload.fixed_calls else None
         torch.mydev._debug.reset_result_placement_counts()
-        mydev_s, cpu_s = compare(Timed(mydev_op, sync_devices((0,))), Timed(cpu_op), budget, fixed)
+        pairing = paired(Timed(mydev_op, sync_devices((0,))), Timed(cpu_op), budget, fixed)
     except Exception as exc:  # noqa: BLE001 (a failing row must not end the run)
         return record_failure(row, exc)
+    mydev_s, cpu_s = pairing.subject, pairing.baseline
     row.mydev, row.cpu = mydev_s * scale, cpu_s * scale
+    row.ratio, row.spread = pairing.ratio, pairing.spread
     notes = [n for n in (row.note, _throughput_note(workload.work, mydev_s, cpu_s), _placement_note()) if n]
     row.note = "; ".join(notes)
     return row
@@ -588,7 +593,10 @@ def table_cells(row: Row) -> Tuple[str, ...]:
     return (
         row.what,
         row.shape,
-        *figure_cells(row.mydev, row.cpu, row.unit),
+        format_value(row.mydev),
+        format_value(row.cpu),
+        row.unit,
+        format_ratio(row.ratio, row.spread),
         f"<= {row.target:g}",
         row.verdict,
         row.error or row.note,

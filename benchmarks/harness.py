@@ -316,6 +316,15 @@ def format_value(value: Optional[float]) -> str:
     return f"{value:.2g}"
 
 
+def format_ratio(value: Optional[float], spread: Optional[Tuple[float, float]] = None, suffix: str = "") -> str:
+    """A ratio with the quartiles of its repetitions (``Pairing.spread``):
+    ``1.02x (0.98-1.05)``."""
+    if value is None:
+        return "n/a"
+    text = format_value(value) + suffix
+    return text if spread is None else f"{text} ({format_value(spread[0])}-{format_value(spread[1])})"
+
+
 def figure_cells(mydev: Optional[float], cpu: Optional[float], unit: str) -> Tuple[str, ...]:
     """A row's cells under FIGURE_HEADERS."""
     return (format_value(mydev), format_value(cpu), unit, format_value(mydev_over_cpu(mydev, cpu)))
