@@ -31,6 +31,21 @@ _CPP_PREFIX = "#include <torch/csrc/inductor/cpp_prefix.h>"
 _MATH_LIBRARY = f'#include "{os.path.join(INCLUDE_DIR, "mydev_math.h")}"'
 
 
+def with_math_library(src_code: str) -> str:
+    """A kernel's source, including the device math library after the
+    prefix header when the kernel calls it. Fails at code generation, with
+    the reason, if torch stops writing that header's include line as
+    _CPP_PREFIX (the kernel would fail to compile, saying less)."""
+    if "mydev_math::" not in src_code:
+        return src_code
+    if _CPP_PREFIX not in src_code:
+        raise RuntimeError(
+            f"a mydev kernel calls the device math library but has no line {_CPP_PREFIX!r} to include it "
+            "after: torch changed how C++ kernels include their prefix; update inductor_backend/scheduling.py"
+        )
+    return src_code.replace(_CPP_PREFIX, f"{_CPP_PREFIX}\n{_MATH_LIBRARY}", 1)
+
+
 class _DeviceMathLibrary:
     """Put before a CppVecOverrides class: its vector ops, with the device
     math library's functions for vectors (scalars, in loop tails and
@@ -83,8 +98,7 @@ class MydevScheduling(CppScheduling):
     kernel_proxy_cls = MydevKernelProxy
 
     def define_kernel(self, src_code, nodes, kernel_args=None):
-        # Every mydev kernel can call the device math library.
-        src_code = src_code.replace(_CPP_PREFIX, f"{_CPP_PREFIX}\n{_MATH_LIBRARY}", 1)
+        src_code = with_math_library(src_code)
         if V.graph.cpp_wrapper:
             # The C++ wrapper compiles kernels into its own module and
             # launches them itself (MydevCppWrapperCodegen).

@@ -1,5 +1,5 @@
 """The device math library of compiled mydev kernels
-(device_ext/include/mydev_math.h): exp and erf in vectorized kernels.
+(device_ext/include/mydev_math.h): exp, expm1 and erf in vectorized kernels.
 
 Accuracy is measured in ulps against the float64 result rounded to float32,
 over a sweep of float32 bit patterns (every sign, exponent and special value
@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 
+from inductor_backend.scheduling import with_math_library
 from mydev_testing import assert_close_to_cpu, run_python
 
 pytestmark = pytest.mark.usefixtures("isolated_inductor", "fresh_dynamo")
@@ -115,6 +116,17 @@ def test_transposing_kernels_take_the_math_library_too():
     assert "transpose_mxn" in code, "expected a 2-D tiled (transposing) kernel"
     assert "mydev_math::exp(" in code and "mydev_math::erf(" in code
     assert_close_to_cpu(result, transposed_exp_plus_erf(x.cpu(), y.cpu()))
+
+
+def test_kernels_include_the_math_library_only_when_they_call_it():
+    prefix = "#include <torch/csrc/inductor/cpp_prefix.h>"
+    plain = f'{prefix}\nextern "C" void kernel(float* out) {{ out[0] = 1; }}'
+    assert with_math_library(plain) == plain
+    calling = plain.replace("= 1", "= mydev_math::exp(x)")
+    lines = with_math_library(calling).splitlines()
+    assert lines[0] == prefix and lines[1].startswith("#include") and lines[1].endswith('mydev_math.h"')
+    with pytest.raises(RuntimeError, match="torch changed how C\\+\\+ kernels include their prefix"):
+        with_math_library(calling.replace(prefix, '#include "elsewhere/cpp_prefix.h"'))
 
 
 def test_a_gelu_model_compiled_in_a_plain_script():
