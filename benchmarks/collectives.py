@@ -44,8 +44,10 @@ N is found by doubling, as in harness.py, until a repetition lasts at least
 100 ms (30 ms quick) on the slowest rank, so 256 MiB rows make one call per
 repetition; the ranks agree on N through a gloo all_reduce. The myccl and
 gloo repetitions alternate (myccl, gloo, gloo, myccl, ...) as in
-harness.compare(), so both see the same load. A rank's figure is the median
-over repetitions; the row's time is the maximum of the ranks' medians. Every
+harness.paired(), so both see the same load. A repetition's time is its
+slowest rank's (the barrier lines the ranks' repetitions up); a row's
+figures are the medians of those, and its ratio is the median of the
+repetitions' ratios, with their quartiles in brackets. Every
 rank has an ``init_process_group`` timeout and the parent kills all ranks of
 a set that has not finished within its time limit (those rows then show
 ERROR, or an "x-host:" note for the cross-host set, whose failures leave the
@@ -70,7 +72,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -88,9 +89,10 @@ from harness import (  # noqa: E402
     Budget,
     KiB,
     MiB,
-    figure_cells,
+    Pairing,
+    format_ratio,
     format_value,
-    mydev_over_cpu,
+    pairing_of,
     progress,
     render_sectioned_table,
     report_entry,
@@ -148,7 +150,9 @@ def bus_factor(op: str, world: int) -> float:
 @dataclass
 class Row:
     """One line: myccl and gloo bus bandwidth (GB/s) for one collective, and
-    myccl's cross-host path with the gloo figure measured alongside it."""
+    myccl's cross-host path with the gloo figure measured alongside it. Each
+    ratio is myccl / gloo bandwidth, the median of the repetitions' ratios,
+    with its quartiles in its spread."""
 
     section: str
     what: str
@@ -160,6 +164,8 @@ class Row:
     cpu: Optional[float] = None  # gloo busbw
     mydev_us: Optional[float] = None
     cpu_us: Optional[float] = None
+    ratio: Optional[float] = None
+    spread: Optional[Tuple[float, float]] = None
     error: str = ""
     # myccl with MYCCL_TRANSPORT=gloo, in rank processes of its own, and gloo
     # timed alternately with it in those processes: a ratio of two figures
@@ -169,6 +175,8 @@ class Row:
     cross_host_gloo: Optional[float] = None
     cross_host_us: Optional[float] = None
     cross_host_gloo_us: Optional[float] = None
+    cross_host_ratio: Optional[float] = None
+    cross_host_spread: Optional[Tuple[float, float]] = None
     cross_host_error: str = ""
 
     @property
@@ -178,14 +186,6 @@ class Row:
         if self.size <= 64 * KiB:
             return 1.0
         return None
-
-    @property
-    def ratio(self) -> Optional[float]:
-        return mydev_over_cpu(self.mydev, self.cpu)
-
-    @property
-    def cross_host_ratio(self) -> Optional[float]:
-        return mydev_over_cpu(self.cross_host, self.cross_host_gloo)
 
     @property
     def verdict(self) -> str:
@@ -202,7 +202,6 @@ class Row:
             "target": self.target,
             "ratio": self.ratio,
             "verdict": self.verdict,
-            "cross_host_ratio": self.cross_host_ratio,
             "report": [
                 report_entry(
                     f"{self.what} {size_text(self.size)}, {self.world} ranks",
@@ -211,6 +210,7 @@ class Row:
                     "higher",
                     self.verdict,
                     "myccl over shared memory against gloo, same collective",
+                    self.spread,
                 )
             ],
         }
@@ -297,8 +297,7 @@ def _worker(rank: int, world: int, budget: CollectiveBudget) -> None:
                         if rep >= budget.warmup_reps:
                             samples[i].append(seconds)
                 result["calls"] = calls
-                result["mydev_s"] = statistics.median(samples[0])
-                result["cpu_s"] = statistics.median(samples[1])
+                result["mydev_reps_s"], result["cpu_reps_s"] = samples
             except Exception as exc:  # noqa: BLE001 (a failing row must not end the run)
                 text = str(exc)
                 result["error"] = f"{type(exc).__name__}: {text.splitlines()[0][:120] if text else ''}"
@@ -335,13 +334,21 @@ CROSS_HOST = "gloo"
 @dataclass
 class Outcome:
     """One row as one set of rank processes measured it: the calls per
-    repetition and the slowest rank's median seconds per call, of myccl and
-    of gloo, or why there are none."""
+    repetition, myccl and gloo timed (``times``, with gloo as its subject, so
+    that a repetition's ratio gloo / myccl seconds is myccl's bandwidth over
+    gloo's), or why there are none."""
 
     calls: Tuple[int, int] = (0, 0)
-    myccl_s: float = 0.0
-    gloo_s: float = 0.0
+    times: Optional[Pairing] = None
     error: str = ""
+
+
+def _slowest_rank(items: Sequence[Dict[str, Any]]) -> Pairing:
+    """The ranks' results for one row as one pairing: a repetition's time is
+    the slowest rank's, as a collective is done only when every rank is."""
+    myccl = [max(rep) for rep in zip(*(item["mydev_reps_s"] for item in items))]
+    gloo = [max(rep) for rep in zip(*(item["cpu_reps_s"] for item in items))]
+    return pairing_of(gloo, myccl)
 
 
 def _run_ranks(world: int, budget: CollectiveBudget, transport: str) -> Dict[Tuple[str, int], Outcome]:
@@ -409,11 +416,7 @@ def _run_ranks(world: int, budget: CollectiveBudget, transport: str) -> Dict[Tup
                     tail = next((e.strip().splitlines()[-1] for o, e in outputs if e.strip()), "")
                     outcome = Outcome(error=f"no result (exit codes {codes}) {tail[:100]}")
             else:
-                outcome = Outcome(
-                    calls=tuple(items[0]["calls"]),
-                    myccl_s=max(i["mydev_s"] for i in items),
-                    gloo_s=max(i["cpu_s"] for i in items),
-                )
+                outcome = Outcome(calls=tuple(items[0]["calls"]), times=_slowest_rank(items))
             outcomes[(op, size)] = outcome
     return outcomes
 
@@ -428,21 +431,23 @@ def measure_all(budget: CollectiveBudget) -> List[Row]:
                 row = Row(section=f"world{world}", what=op, size=size, world=world)
                 bus_gigabytes = bus_factor(op, world) * size / 1e9
                 shm = shared_memory[(op, size)]
-                if shm.error:
+                if shm.times is None:
                     row.error = shm.error
                 else:
+                    myccl_s, gloo_s = shm.times.baseline, shm.times.subject
                     row.calls = shm.calls
-                    row.mydev, row.cpu = bus_gigabytes / shm.myccl_s, bus_gigabytes / shm.gloo_s
-                    row.mydev_us, row.cpu_us = shm.myccl_s * 1e6, shm.gloo_s * 1e6
+                    row.mydev, row.cpu = bus_gigabytes / myccl_s, bus_gigabytes / gloo_s
+                    row.mydev_us, row.cpu_us = myccl_s * 1e6, gloo_s * 1e6
+                    row.ratio, row.spread = shm.times.ratio, shm.times.spread
                 tcp = cross_host[(op, size)]
-                if tcp.error:
+                if tcp.times is None:
                     row.cross_host_error = tcp.error
                 else:
+                    myccl_s, gloo_s = tcp.times.baseline, tcp.times.subject
                     row.cross_host_calls = tcp.calls
-                    row.cross_host = bus_gigabytes / tcp.myccl_s
-                    row.cross_host_gloo = bus_gigabytes / tcp.gloo_s
-                    row.cross_host_us = tcp.myccl_s * 1e6
-                    row.cross_host_gloo_us = tcp.gloo_s * 1e6
+                    row.cross_host, row.cross_host_gloo = bus_gigabytes / myccl_s, bus_gigabytes / gloo_s
+                    row.cross_host_us, row.cross_host_gloo_us = myccl_s * 1e6, gloo_s * 1e6
+                    row.cross_host_ratio, row.cross_host_spread = tcp.times.ratio, tcp.times.spread
                 rows.append(row)
     return rows
 
@@ -483,14 +488,17 @@ def table_cells(row: Row) -> Tuple[str, ...]:
         row.what,
         size_text(row.size),
         f"{row.calls[0]}/{row.calls[1]}" if row.calls[0] else "-",
-        *figure_cells(row.mydev, row.cpu, row.unit),
+        format_value(row.mydev),
+        format_value(row.cpu),
+        row.unit,
+        format_ratio(row.ratio, row.spread),
         format_value(row.mydev_us),
         format_value(row.cpu_us),
         f">= {row.target:g}" if row.target is not None else "-",
         row.verdict,
         format_value(row.cross_host),
         format_value(row.cross_host_gloo),
-        format_value(row.cross_host_ratio),
+        format_ratio(row.cross_host_ratio, row.cross_host_spread),
         format_value(row.cross_host_us),
         "; ".join(notes),
     )

@@ -18,9 +18,11 @@ inputs that are trained require grad: x and weight, gate and up, x; each
 call resets their .grad to None, runs the op and calls
 ``out.backward(grad)`` with a fixed gradient).
 
-The harness's method: medians of repetitions after warm-up, the two sides'
-repetitions alternating so that both see the same load, device work timed up
-to the return of ``torch.mydev.synchronize()``. Nothing here asserts on time;
+The harness's method: the two sides' repetitions alternate so that both see
+the same load, each figure is the median of its repetitions after warm-up,
+and the speedup is the median of the repetitions' speedups, with their
+quartiles in brackets (``harness.paired``); device work is timed up to the
+return of ``torch.mydev.synchronize()``. Nothing here asserts on time;
 PASS / MISS only compares the measured speedup with the target.
 
     python benchmarks/custom_ops.py               # full run, about 1-2 minutes
@@ -43,8 +45,9 @@ from harness import (  # noqa: E402
     Budget,
     Op,
     Timed,
-    compare,
+    format_ratio,
     format_value,
+    paired,
     progress,
     record_failure,
     render_sectioned_table,
@@ -179,7 +182,9 @@ MODES = ("forward", "forward + backward")
 
 @dataclass
 class Row:
-    """One line: ms per call of the fused op and of the composed eager ops."""
+    """One line: ms per call of the fused op and of the composed eager ops
+    (medians), and the speedup composed / fused (the median of the
+    repetitions' speedups, with its quartiles in ``spread``)."""
 
     section: str
     op: str
@@ -188,14 +193,10 @@ class Row:
     target: float = TARGET
     fused: Optional[float] = None
     composed: Optional[float] = None
+    speedup: Optional[float] = None
+    spread: Optional[Tuple[float, float]] = None
     note: str = ""
     error: str = ""
-
-    @property
-    def speedup(self) -> Optional[float]:
-        if self.fused is None or self.composed is None or self.fused == 0:
-            return None
-        return self.composed / self.fused
 
     @property
     def verdict(self) -> str:
@@ -213,8 +214,9 @@ class Row:
             "higher",
             self.verdict,
             "the fused op against the eager ops it replaces, both on mydev",
+            self.spread,
         )
-        return {**asdict(self), "unit": "ms", "speedup": self.speedup, "verdict": self.verdict, "report": [entry]}
+        return {**asdict(self), "unit": "ms", "verdict": self.verdict, "report": [entry]}
 
 
 def _timed(fn: Callable[..., torch.Tensor], args: list, trained: Tuple[int, ...], backward: bool) -> Op:
@@ -242,10 +244,14 @@ def measure(case: Case, dtype: torch.dtype, mode: str, budget: CustomOpsBudget) 
         composed = _timed(case.composed, args, trained, backward)
         torch.mydev.synchronize(0)
         sync = sync_devices((0,))
-        fused_s, composed_s = compare(Timed(fused, sync), Timed(composed, sync), budget)
+        # The composed ops are the subject: a repetition's composed / fused
+        # is the speedup.
+        pairing = paired(Timed(composed, sync), Timed(fused, sync), budget)
     except Exception as exc:  # noqa: BLE001 (a failing row must not end the run)
         return record_failure(row, exc)
-    row.fused, row.composed = fused_s * 1e3, composed_s * 1e3
+    fused_s = pairing.baseline
+    row.fused, row.composed = fused_s * 1e3, pairing.subject * 1e3
+    row.speedup, row.spread = pairing.ratio, pairing.spread
     numel = 1
     for size in shape:
         numel *= size
@@ -261,6 +267,8 @@ SECTION_TITLES = {
     "forward + backward": f"Forward + backward, ms per call (lower is better). Target: composed / fused >= {TARGET}.",
 }
 NUMBER_WIDTH = 9
+# The widest speedup with its quartiles, so that the column stays right-aligned.
+SPEEDUP_WIDTH = len("0.999x (0.999-0.999)")
 HEADERS = (
     "op",
     "shape",
@@ -268,7 +276,7 @@ HEADERS = (
     "fused".rjust(NUMBER_WIDTH),
     "composed".rjust(NUMBER_WIDTH),
     "unit",
-    "speedup".rjust(NUMBER_WIDTH),
+    "speedup".rjust(SPEEDUP_WIDTH),
     "target",
     "verdict",
     "note",
@@ -283,7 +291,7 @@ def table_cells(row: Row) -> Tuple[str, ...]:
         format_value(row.fused).rjust(NUMBER_WIDTH),
         format_value(row.composed).rjust(NUMBER_WIDTH),
         "ms",
-        (format_value(row.speedup) + "x" if row.speedup is not None else "n/a").rjust(NUMBER_WIDTH),
+        format_ratio(row.speedup, row.spread, "x").rjust(SPEEDUP_WIDTH),
         f">= {row.target:g}x",
         row.verdict,
         row.error or row.note,

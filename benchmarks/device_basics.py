@@ -17,11 +17,13 @@ Three groups of measurements, each row a ratio mydev / CPU:
   the same step before any mydev kernel ran, both in one fresh interpreter
   (target: at most 1.1x; csrc/runtime/host_threads.h says why it was 3.5x).
 
-Every figure is the median of several repetitions after warm-up; the
-repetitions of a mydev figure and of its CPU baseline alternate, so both see
-the same machine load. Device work is timed up to the return of
-``torch.mydev.synchronize()``, so asynchronous launches cannot flatter the
-numbers. Nothing here asserts on time.
+The repetitions of a mydev figure and of its CPU baseline alternate, so
+both see the same machine load. Every figure is the median of its
+repetitions after warm-up; the ratio is the median of the repetitions'
+ratios, with their quartiles in brackets (``harness.paired``), except for
+the idle-device row, whose two sides cannot alternate. Device work is timed
+up to the return of ``torch.mydev.synchronize()``, so asynchronous launches
+cannot flatter the numbers. Nothing here asserts on time.
 
     python benchmarks/device_basics.py               # full run, about 1-2 minutes
     python benchmarks/device_basics.py --quick       # short run, under 20 s
@@ -49,10 +51,13 @@ from harness import (  # noqa: E402
     KiB,
     MiB,
     Op,
+    Pairing,
     Timed,
-    compare,
-    figure_cells,
+    format_ratio,
+    format_value,
+    median_seconds,
     mydev_over_cpu,
+    paired,
     progress,
     render_sectioned_table,
     report_entry,
@@ -95,15 +100,19 @@ QUICK = replace(
 
 @dataclass
 class Row:
-    """One line of the table: a mydev figure, its CPU baseline, their ratio."""
+    """One line of the table: a mydev figure and its CPU baseline (medians),
+    their ratio mydev / CPU in ``unit`` (the median of the repetitions'
+    ratios, with its quartiles in ``spread``)."""
 
     section: str
     what: str
     size: str
     unit: str
     higher_is_better: bool
-    mydev: Optional[float]
-    cpu: Optional[float]
+    mydev: Optional[float] = None
+    cpu: Optional[float] = None
+    ratio: Optional[float] = None
+    spread: Optional[Tuple[float, float]] = None
     note: str = ""
     target: Optional[float] = None  # the ratio's bound, on the side ``higher_is_better`` says
 
@@ -113,10 +122,6 @@ class Row:
             return "-"
         passed = self.ratio >= self.target if self.higher_is_better else self.ratio <= self.target
         return "PASS" if passed else "MISS"
-
-    @property
-    def ratio(self) -> Optional[float]:
-        return mydev_over_cpu(self.mydev, self.cpu)
 
     def reading(self) -> str:
         """The ratio in words: how many times faster or slower mydev is."""
@@ -136,8 +141,9 @@ class Row:
             "higher" if self.higher_is_better else "lower",
             self.verdict,
             self.note or "the same operation on mydev and CPU",
+            self.spread,
         )
-        return {**asdict(self), "ratio": self.ratio, "reading": self.reading(), "report": [entry]}
+        return {**asdict(self), "reading": self.reading(), "report": [entry]}
 
 
 def format_size(nbytes: int) -> str:
@@ -211,10 +217,14 @@ def _copy_timed(route: CopyRoute, nbytes: int) -> Timed:
     return Timed(lambda: dst.copy_(src, non_blocking=non_blocking), sync_devices(route.devices))
 
 
-def copy_bandwidth(route: CopyRoute, nbytes: int, budget: BasicsBudget) -> Tuple[float, float]:
-    """GB/s (1e9 bytes copied per second) of ``route`` and of the CPU copy."""
-    seconds = compare(_copy_timed(route, nbytes), _copy_timed(CPU_COPY, nbytes), budget)
-    return nbytes / seconds[0] / 1e9, nbytes / seconds[1] / 1e9
+def measure_copy(row: Row, route: CopyRoute, nbytes: int, budget: BasicsBudget) -> None:
+    """Fills ``row`` with the GB/s (1e9 bytes copied per second) of ``route``
+    and of the CPU copy, and their ratio."""
+    # The CPU copy is the subject: a repetition's CPU seconds / mydev seconds
+    # is mydev's bandwidth / the CPU's, the ratio a GB/s row reports.
+    pairing = paired(_copy_timed(CPU_COPY, nbytes), _copy_timed(route, nbytes), budget)
+    row.mydev, row.cpu = nbytes / pairing.baseline / 1e9, nbytes / pairing.subject / 1e9
+    row.ratio, row.spread = pairing.ratio, pairing.spread
 
 
 def copy_rows(budget: BasicsBudget, device_count: int) -> List[Row]:
@@ -223,11 +233,9 @@ def copy_rows(budget: BasicsBudget, device_count: int) -> List[Row]:
         size = format_size(nbytes)
         progress(f"copies, {size}")
         for route in DEVICE_COPIES:
-            row = Row(
-                section="copy", what=route.name, size=size, unit="GB/s", higher_is_better=True, mydev=None, cpu=None
-            )
+            row = Row(section="copy", what=route.name, size=size, unit="GB/s", higher_is_better=True)
             if max(route.devices) < device_count:
-                row.mydev, row.cpu = copy_bandwidth(route, nbytes, budget)
+                measure_copy(row, route, nbytes, budget)
             else:
                 row.note = f"needs {max(route.devices) + 1} devices"
             rows.append(row)
@@ -243,14 +251,20 @@ def _allocator(nbytes: int, device: str) -> Op:
     return lambda: torch.empty(nbytes, dtype=torch.uint8, device=device)
 
 
-def allocation_latency(nbytes: int, uncached: bool, budget: Budget) -> Tuple[float, float]:
-    """Microseconds per ``torch.empty(nbytes)`` + free on mydev:0 and on the
-    CPU. ``uncached`` empties the mydev cache (untimed) before every
-    allocation, so that each one reaches the driver."""
+def with_latency(row: Row, pairing: Pairing) -> Row:
+    """``row`` with microseconds per call and the ratio of ``pairing``, whose
+    subject is mydev."""
+    row.mydev, row.cpu = pairing.subject * 1e6, pairing.baseline * 1e6
+    row.ratio, row.spread = pairing.ratio, pairing.spread
+    return row
+
+
+def allocation_latency(nbytes: int, uncached: bool, budget: Budget) -> Pairing:
+    """``torch.empty(nbytes)`` + free on mydev:0 against the CPU.
+    ``uncached`` empties the mydev cache (untimed) before every allocation,
+    so that each one reaches the driver."""
     mydev = Timed(_allocator(nbytes, "mydev:0"), sync_devices((0,)), torch.mydev.empty_cache if uncached else None)
-    cpu = Timed(_allocator(nbytes, "cpu"))
-    seconds = compare(mydev, cpu, budget)
-    return seconds[0] * 1e6, seconds[1] * 1e6
+    return paired(mydev, Timed(_allocator(nbytes, "cpu")), budget)
 
 
 def driver_mallocs_per_call(nbytes: int, uncached: bool, calls: int = 20) -> float:
@@ -273,20 +287,11 @@ def allocation_rows(budget: BasicsBudget) -> List[Row]:
         size = format_size(nbytes)
         progress(f"allocation, {size}")
         for what, uncached in (("empty + free, cached", False), ("empty + free, uncached", True)):
-            mydev, cpu = allocation_latency(nbytes, uncached, budget)
+            pairing = allocation_latency(nbytes, uncached, budget)
             mallocs = driver_mallocs_per_call(nbytes, uncached)
-            rows.append(
-                Row(
-                    section="alloc",
-                    what=what,
-                    size=size,
-                    unit="us",
-                    higher_is_better=False,
-                    mydev=mydev,
-                    cpu=cpu,
-                    note=f"driver mallocs/call {mallocs:.2f}",
-                )
-            )
+            note = f"driver mallocs/call {mallocs:.2f}"
+            row = Row(section="alloc", what=what, size=size, unit="us", higher_is_better=False, note=note)
+            rows.append(with_latency(row, pairing))
     torch.mydev.empty_cache()
     return rows
 
@@ -294,18 +299,17 @@ def allocation_rows(budget: BasicsBudget) -> List[Row]:
 # ----------------------------------------------------------------- launch --
 
 
-def empty_kernel_latency(budget: Budget) -> Tuple[float, Optional[float]]:
-    """Microseconds per ``_sleep(0)`` launch when many are queued before one
-    synchronize. The CPU launches nothing, so there is no CPU figure: the
-    ``x + 1`` rows give the same work on both sides."""
+def empty_kernel() -> Tuple[Timed, Optional[Timed]]:
+    """``_sleep(0)`` launches, many queued before one synchronize. The CPU
+    launches nothing, so there is no CPU side: the ``x + 1`` rows give the
+    same work on both sides."""
     sleep = torch.mydev._sleep
-    seconds = compare(Timed(lambda: sleep(0), sync_devices((0,))), Timed(lambda: None), budget)
-    return seconds[0] * 1e6, None
+    return Timed(lambda: sleep(0), sync_devices((0,))), None
 
 
-def round_trip_latency(budget: Budget) -> Tuple[float, Optional[float]]:
-    """Microseconds per ``_sleep(0)`` launch followed at once by its
-    synchronize (no CPU figure, as above)."""
+def round_trip() -> Tuple[Timed, Optional[Timed]]:
+    """``_sleep(0)`` launches, each followed at once by its synchronize (no
+    CPU side, as above)."""
     sleep = torch.mydev._sleep
     synchronize = torch.mydev.synchronize
 
@@ -313,22 +317,20 @@ def round_trip_latency(budget: Budget) -> Tuple[float, Optional[float]]:
         sleep(0)
         synchronize(0)
 
-    seconds = compare(Timed(launch_and_wait), Timed(lambda: None), budget)
-    return seconds[0] * 1e6, None
+    return Timed(launch_and_wait), None
 
 
-def add_one_latency(budget: Budget) -> Tuple[float, Optional[float]]:
-    """Microseconds per ``x + 1`` on a one-element float tensor, mydev
-    (many calls, then synchronize) and CPU."""
+def add_one() -> Tuple[Timed, Optional[Timed]]:
+    """``x + 1`` on a one-element float tensor, mydev (many calls, then
+    synchronize) and CPU."""
     on_device = torch.ones(1, device="mydev:0")
     on_cpu = torch.ones(1)
-    seconds = compare(Timed(lambda: on_device + 1, sync_devices((0,))), Timed(lambda: on_cpu + 1), budget)
-    return seconds[0] * 1e6, seconds[1] * 1e6
+    return Timed(lambda: on_device + 1, sync_devices((0,))), Timed(lambda: on_cpu + 1)
 
 
-def add_one_round_trip(budget: Budget) -> Tuple[float, Optional[float]]:
-    """Microseconds per ``x + 1`` whose result is ready when the call
-    returns: on mydev the launch and its synchronize, on the CPU the op."""
+def add_one_and_wait() -> Tuple[Timed, Optional[Timed]]:
+    """``x + 1`` whose result is ready when the call returns: on mydev the
+    launch and its synchronize, on the CPU the op."""
     on_device = torch.ones(1, device="mydev:0")
     on_cpu = torch.ones(1)
     synchronize = torch.mydev.synchronize
@@ -337,35 +339,29 @@ def add_one_round_trip(budget: Budget) -> Tuple[float, Optional[float]]:
         on_device + 1
         synchronize(0)
 
-    seconds = compare(Timed(add_and_wait), Timed(lambda: on_cpu + 1), budget)
-    return seconds[0] * 1e6, seconds[1] * 1e6
+    return Timed(add_and_wait), Timed(lambda: on_cpu + 1)
 
 
-LAUNCH_MEASUREMENTS: Tuple[Tuple[str, Callable[[Budget], Tuple[float, Optional[float]]], str], ...] = (
-    ("empty kernel, N launches + sync", empty_kernel_latency, "mydev only: the CPU has no launch"),
-    ("empty kernel, launch + sync", round_trip_latency, "mydev only: the CPU has no launch"),
-    ("x + 1, 1 element, N calls + sync", add_one_latency, "both: x + 1, results ready after the sync"),
-    ("x + 1, 1 element, each call + sync", add_one_round_trip, "both: x + 1, each result ready on return"),
+# What each row times: its mydev side and its CPU side, if it has one.
+LAUNCH_MEASUREMENTS: Tuple[Tuple[str, Callable[[], Tuple[Timed, Optional[Timed]]], str], ...] = (
+    ("empty kernel, N launches + sync", empty_kernel, "mydev only: the CPU has no launch"),
+    ("empty kernel, launch + sync", round_trip, "mydev only: the CPU has no launch"),
+    ("x + 1, 1 element, N calls + sync", add_one, "both: x + 1, results ready after the sync"),
+    ("x + 1, 1 element, each call + sync", add_one_and_wait, "both: x + 1, each result ready on return"),
 )
 
 
 def launch_rows(budget: Budget) -> List[Row]:
     progress("launch latency")
     rows: List[Row] = []
-    for what, measure, note in LAUNCH_MEASUREMENTS:
-        mydev, cpu = measure(budget)
-        rows.append(
-            Row(
-                section="launch",
-                what=what,
-                size="-",
-                unit="us",
-                higher_is_better=False,
-                mydev=mydev,
-                cpu=cpu,
-                note=note,
-            )
-        )
+    for what, sides, note in LAUNCH_MEASUREMENTS:
+        row = Row(section="launch", what=what, size="-", unit="us", higher_is_better=False, note=note)
+        mydev, cpu = sides()
+        if cpu is None:
+            row.mydev = median_seconds(mydev, budget) * 1e6
+        else:
+            with_latency(row, paired(mydev, cpu, budget))
+        rows.append(row)
     return rows
 
 
@@ -415,6 +411,8 @@ def cpu_beside_idle_device_rows(budget: Budget) -> List[Row]:
         check=True,
     )
     after, before = (float(v) for v in result.stdout.split())
+    # A ratio of medians: "before" must be timed before any mydev kernel ran
+    # in the process, "after" after one, so their repetitions cannot alternate.
     return [
         Row(
             section="host",
@@ -424,6 +422,7 @@ def cpu_beside_idle_device_rows(budget: Budget) -> List[Row]:
             higher_is_better=False,
             mydev=after,
             cpu=before,
+            ratio=mydev_over_cpu(after, before),
             note="both CPU: after a mydev kernel, device idle / before any mydev kernel",
             target=1.1,
         )
@@ -448,7 +447,10 @@ def table_cells(row: Row) -> Tuple[str, ...]:
     return (
         row.what,
         row.size,
-        *figure_cells(row.mydev, row.cpu, row.unit),
+        format_value(row.mydev),
+        format_value(row.cpu),
+        row.unit,
+        format_ratio(row.ratio, row.spread),
         "higher" if row.higher_is_better else "lower",
         row.reading(),
         row.note,

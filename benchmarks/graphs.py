@@ -9,8 +9,10 @@
   on mydev. Target: reduce-overhead at least 2x faster than eager CPU.
 
 Every figure is microseconds per call, the median of several repetitions
-after warm-up; a figure and its baseline alternate repetitions (harness.py).
-Device work is timed up to ``torch.mydev.synchronize()``.
+after warm-up; a figure and its baseline alternate repetitions, and the
+speed-up is the median of the repetitions' speed-ups, with their quartiles
+in brackets (``harness.paired``). Device work is timed up to
+``torch.mydev.synchronize()``.
 
     python benchmarks/graphs.py            # full run, about a minute
     python benchmarks/graphs.py --quick    # short run
@@ -21,17 +23,19 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (
     Budget,
+    Pairing,
     Timed,
-    compare,
+    format_ratio,
     format_value,
     no_sync,
+    paired,
     progress,
     report_entry,
     run_benchmark,
@@ -43,19 +47,27 @@ CHAIN_KERNELS = 50
 
 @dataclass
 class Row:
+    """One line: us per call of a variant and of its baseline (medians), and
+    the speed-up baseline / variant (the median of the repetitions'
+    speed-ups, with its quartiles in ``spread``)."""
+
     case: str
     variant: str
     baseline: str
     us: Optional[float] = None
     baseline_us: Optional[float] = None
     target: Optional[float] = None  # speed-up over the baseline to reach
+    speedup: Optional[float] = None
+    spread: Optional[Tuple[float, float]] = None
     error: Optional[str] = None
 
-    @property
-    def speedup(self) -> Optional[float]:
-        if self.us is None or self.baseline_us is None or self.us == 0:
-            return None
-        return self.baseline_us / self.us
+    def measured(self, pairing: Pairing) -> "Row":
+        """The row with the figures of ``pairing``, timed as
+        ``paired(baseline, variant)`` so that a repetition's ratio is the
+        speed-up."""
+        self.us, self.baseline_us = pairing.baseline * 1e6, pairing.subject * 1e6
+        self.speedup, self.spread = pairing.ratio, pairing.spread
+        return self
 
     @property
     def verdict(self) -> str:
@@ -73,8 +85,9 @@ class Row:
             "higher",
             self.verdict,
             f"{self.variant} against {self.baseline}, the same work",
+            self.spread,
         )
-        return {**asdict(self), "speedup": self.speedup, "verdict": self.verdict, "report": [entry]}
+        return {**asdict(self), "verdict": self.verdict, "report": [entry]}
 
 
 def _chain(x: torch.Tensor) -> torch.Tensor:
@@ -133,8 +146,8 @@ def _measure_chain(budget: Budget) -> List[Row]:
         ("eager CPU", _timed(lambda: _chain(x_cpu), "cpu"), None),
     ):
         progress(f"chain: replay vs {variant}")
-        us, base = compare(replay, timed, budget)
-        rows.append(Row(f"{CHAIN_KERNELS}-kernel chain", "graph replay", variant, us * 1e6, base * 1e6, target))
+        row = Row(f"{CHAIN_KERNELS}-kernel chain", "graph replay", variant, target=target)
+        rows.append(row.measured(paired(timed, replay, budget)))
     return rows
 
 
@@ -162,8 +175,7 @@ def _measure_decode(budget: Budget) -> List[Row]:
                 for _ in range(3):
                     step(x, pos)  # compile / record
                 timed = _timed(lambda step=step, x=x, pos=pos: step(x, pos), "mydev")
-                us, base = compare(timed, eager_cpu, budget)
-            row.us, row.baseline_us = us * 1e6, base * 1e6
+                row.measured(paired(eager_cpu, timed, budget))
         except Exception as error:  # a failed row is reported, not fatal
             row.error = f"{type(error).__name__}: {error}"[:200]
         rows.append(row)
@@ -175,21 +187,26 @@ def measure(budget: Budget) -> List[Row]:
         return _measure_chain(budget) + _measure_decode(budget)
 
 
+# The widest speed-up with its quartiles, so that the column stays aligned.
+SPEEDUP_WIDTH = len("0.999x (0.999-0.999)")
+
+
 def render(rows: Sequence[Row]) -> str:
-    lines = [
-        f"{'case':<22} {'variant':<22} {'us':>10} {'baseline':<12} {'us':>10} {'speed-up':>9} {'target':>7}",
-        "-" * 98,
-    ]
+    header = (
+        f"{'case':<22} {'variant':<22} {'us':>10} {'baseline':<12} {'us':>10} "
+        f"{'speed-up':>{SPEEDUP_WIDTH}} {'target':>7}"
+    )
+    lines = [header, "-" * len(header)]
     for row in rows:
         if row.error:
             lines.append(f"{row.case:<22} {row.variant:<22} failed: {row.error}")
             continue
-        speedup = row.speedup
         target = "" if row.target is None else f">={row.target:g}x"
         verdict = {"PASS": "  met", "MISS": "  MISSED"}.get(row.verdict, "")
         lines.append(
             f"{row.case:<22} {row.variant:<22} {format_value(row.us):>10} {row.baseline:<12} "
-            f"{format_value(row.baseline_us):>10} {format_value(speedup) + 'x':>9} {target:>7}{verdict}"
+            f"{format_value(row.baseline_us):>10} {format_ratio(row.speedup, row.spread, 'x'):>{SPEEDUP_WIDTH}} "
+            f"{target:>7}{verdict}"
         )
     return "\n".join(lines)
 

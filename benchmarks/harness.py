@@ -105,10 +105,11 @@ def _repetition(timed: Timed, calls: int) -> float:
 def _calls_per_rep(timed: Timed, budget: Budget) -> int:
     """Doubles the number of calls until a repetition lasts long enough.
 
-    The very first call is made apart (by ``compare``): it may pay one-time
-    costs (the first op through the device-kernel path takes the better part
-    of a second; allocator growth, lazy initialisation) that would otherwise
-    shrink the number of calls per repetition to one.
+    The very first call is made apart (by ``paired`` and ``median_seconds``):
+    it may pay one-time costs (the first op through the device-kernel path
+    takes the better part of a second; allocator growth, lazy
+    initialisation) that would otherwise shrink the number of calls per
+    repetition to one.
     """
     calls = 1
     while calls < budget.max_calls_per_rep:
@@ -155,16 +156,15 @@ def paired(subject: Timed, baseline: Timed, budget: Budget, fixed_calls: Optiona
             seconds = _repetition(pair[i], calls[i])
             if rep >= budget.warmup_reps:
                 samples[i].append(seconds)
-    ratios = [a / b for a, b in zip(*samples)]
+    return pairing_of(*samples)
+
+
+def pairing_of(subject: Sequence[float], baseline: Sequence[float]) -> Pairing:
+    """The ``Pairing`` of two sides' seconds per call, repetition by
+    repetition (``subject[i]`` was timed beside ``baseline[i]``)."""
+    ratios = [a / b for a, b in zip(subject, baseline)]
     low, _, high = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
-    return Pairing(statistics.median(samples[0]), statistics.median(samples[1]), statistics.median(ratios), (low, high))
-
-
-def compare(mydev: Timed, cpu: Timed, budget: Budget, fixed_calls: Optional[int] = None) -> Tuple[float, float]:
-    """Median seconds per call of ``mydev`` and of its baseline ``cpu``,
-    timed as ``paired`` times them."""
-    pairing = paired(mydev, cpu, budget, fixed_calls)
-    return pairing.subject, pairing.baseline
+    return Pairing(statistics.median(subject), statistics.median(baseline), statistics.median(ratios), (low, high))
 
 
 def median_seconds(timed: Timed, budget: Budget) -> float:

@@ -16,9 +16,11 @@ step: forward, loss, backward, SGD step, zero_grad), on mydev:
 
 Compilation is excluded: every variant is called once before timing (the
 compiled ones' first-call seconds are reported). The C++ and Triton
-variants are timed as one pair with alternating repetitions, so their ratio
-sees one machine load; eager is timed in a pair of its own with the C++
-variant. Device work is timed up to the return of torch.mydev.synchronize().
+variants are timed as one pair with alternating repetitions, and their
+ratio is the median of the repetitions' ratios, with their quartiles in
+brackets (``harness.paired``). Eager is timed in a pair of its own with the
+C++ variant and gives a figure, no ratio. Device work is timed up to the
+return of torch.mydev.synchronize().
 
     python benchmarks/triton_path.py            # size "test" (batch 4, width 32), 1-3 minutes
     python benchmarks/triton_path.py --quick    # size "tiny" (batch 2, width 16), under a minute
@@ -42,8 +44,9 @@ from harness import (  # noqa: E402
     Budget,
     Op,
     Timed,
-    compare,
+    format_ratio,
     format_value,
+    paired,
     progress,
     record_failure,
     render_sectioned_table,
@@ -81,6 +84,7 @@ class Row:
     triton_ms: Optional[float] = None
     eager_ms: Optional[float] = None
     triton_over_cpp: Optional[float] = None
+    spread: Optional[Tuple[float, float]] = None  # of triton_over_cpp
     compile_cpp_s: Optional[float] = None
     compile_triton_s: Optional[float] = None
     error: str = ""
@@ -93,6 +97,7 @@ class Row:
             "lower",
             "ERROR" if self.error else "-",
             "the same compiled model on mydev with each kernel language",
+            self.spread,
         )
         return {**asdict(self), "report": [entry]}
 
@@ -128,17 +133,30 @@ def measure(case: ModelCase, phase: str, budget: TritonPathBudget) -> Row:
         cpp, row.shape, row.compile_cpp_s = _compiled(case, phase, budget.size, "cpp")
         triton, _, row.compile_triton_s = _compiled(case, phase, budget.size, "triton")
         eager, _ = make_workload(case, phase, budget.size, DEVICE, compiled=False)
-        cpp_s, triton_s = compare(Timed(cpp, sync), Timed(triton, sync), budget)
-        _, eager_s = compare(Timed(cpp, sync), Timed(eager, sync), budget)
+        versus_cpp = paired(Timed(triton, sync), Timed(cpp, sync), budget)
+        # Only a reference figure comes of this pair, no ratio: pairing it
+        # keeps eager's repetitions under the load the C++ variant's see.
+        eager_s = paired(Timed(cpp, sync), Timed(eager, sync), budget).baseline
     except Exception as exc:  # noqa: BLE001 (a failing row must not end the run)
         traceback.print_exc(file=sys.stderr)
         return record_failure(row, exc)
-    row.cpp_ms, row.triton_ms, row.eager_ms = cpp_s * MS, triton_s * MS, eager_s * MS
-    row.triton_over_cpp = triton_s / cpp_s
+    row.cpp_ms, row.triton_ms, row.eager_ms = versus_cpp.baseline * MS, versus_cpp.subject * MS, eager_s * MS
+    row.triton_over_cpp, row.spread = versus_cpp.ratio, versus_cpp.spread
     return row
 
 
-HEADERS = ("model", "input", "C++", "Triton", "Triton/C++", "eager", "compile s C++ / Triton", "error")
+# The widest ratio with its quartiles, so that the column stays right-aligned.
+RATIO_WIDTH = len("0.999x (0.999-0.999)")
+HEADERS = (
+    "model",
+    "input",
+    "C++",
+    "Triton",
+    "Triton/C++".rjust(RATIO_WIDTH),
+    "eager",
+    "compile s C++ / Triton",
+    "error",
+)
 _WHAT = {
     "inference": "Inference: forward under torch.no_grad (cnn in eval mode)",
     "training": "Training step: forward, loss, backward, SGD foreach step, zero_grad",
@@ -152,9 +170,8 @@ SECTION_TITLES = {
 }
 
 
-def _number(value: Optional[float], header: str, suffix: str = "") -> str:
-    text = "n/a" if value is None else format_value(value) + suffix
-    return text.rjust(len(header))
+def _number(value: Optional[float], header: str) -> str:
+    return format_value(value).rjust(len(header))
 
 
 def table_cells(row: Row) -> Tuple[str, ...]:
@@ -163,7 +180,7 @@ def table_cells(row: Row) -> Tuple[str, ...]:
         row.shape,
         _number(row.cpp_ms, "C++"),
         _number(row.triton_ms, "Triton"),
-        _number(row.triton_over_cpp, "Triton/C++", "x" if row.triton_over_cpp is not None else ""),
+        format_ratio(row.triton_over_cpp, row.spread, "x").rjust(RATIO_WIDTH),
         _number(row.eager_ms, "eager"),
         f"{format_value(row.compile_cpp_s)} / {format_value(row.compile_triton_s)}",
         row.error,
