@@ -206,6 +206,58 @@ def test_cat_copies_into_slices_as_on_the_cpu():
     assert "[&]" in seen["original"]["code"]
 
 
+def test_an_attention_blocks_qkv_gradient_is_copied_into_slices_in_a_plain_script():
+    """The case the cat patch was made for, as a user meets it: the backward
+    of a qkv projection split into heads concatenates the three head
+    gradients. In a script that imports only torch, that cat is copies into
+    slices (no masked loads in the backward's code) and the gradients equal
+    the CPU's."""
+    completed = run_python(
+        """
+        import torch
+        import torch.nn.functional as F
+        from torch._inductor.utils import run_and_get_code
+
+        class SelfAttention(torch.nn.Module):
+            def __init__(self, width=32, heads=4):
+                super().__init__()
+                self.heads = heads
+                self.qkv = torch.nn.Linear(width, 3 * width)
+                self.out = torch.nn.Linear(width, width)
+
+            def forward(self, x):
+                batch, length, width = x.shape
+                q, k, v = (
+                    t.view(batch, length, self.heads, -1).transpose(1, 2)
+                    for t in self.qkv(x).split(width, dim=-1)
+                )
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                return self.out(y.transpose(1, 2).reshape(batch, length, width))
+
+        def gradients(model, x):
+            model.zero_grad()
+            model(x).square().mean().backward()
+            return [p.grad for p in model.parameters()]
+
+        torch.manual_seed(0)
+        cpu_model = SelfAttention()
+        model = SelfAttention().to("mydev")
+        model.load_state_dict(cpu_model.state_dict())
+        x = torch.randn(2, 16, 32, device="mydev")
+        expected = gradients(cpu_model, x.cpu())
+        result, codes = run_and_get_code(gradients, torch.compile(model), x)
+        for got, want in zip(result, expected):
+            assert got.device.type == "mydev"
+            torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)
+        backward = codes[-1]
+        assert "cat" in backward and "[&]" not in backward, backward
+        print("copied into slices, same as the CPU")
+        """
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "copied into slices, same as the CPU" in completed.stdout
+
+
 def test_select_conv_backend_answers_like_the_cpu_for_mydev():
     """Without it FakeTensor's convolution decides mydev's output layout from
     the "Overrideable" backend (contiguous), while the device runs the CPU's
