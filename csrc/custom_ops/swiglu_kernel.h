@@ -2,22 +2,29 @@
 // kernels_<isa>.cpp. See kernel_table.h for the contract.
 #pragma once
 
+#include <mydev_math.h>
+
 #include "fused_kernels.h"
 #include "kernel_table.h"
 
 namespace mydev::custom_ops::CPU_CAPABILITY {
 
 // sigmoid(g) = 1 / (1 + exp(-g)); exp(-g) overflowing to inf gives 0, the
-// limit. For float32 data, Sleef's 1-ulp exp (on AVX2/AVX-512): the kernel is
-// bound by memory traffic anyway. For bfloat16/float16 data, whose rounding
-// hides any float32 error, ATen's faster exp_u20 (<= 20 ulp): with the 1-ulp
-// exp the bfloat16 forward measured compute-bound (3.9 ms instead of 3.0 ms
-// at [2048, 11008] on two cores).
+// limit. Measured on two cores at [1024, 11008], the kernels are bound by
+// arithmetic as much as by memory, so the exp is chosen per dtype:
+//  * float32: the device math library's (device_ext/include/mydev_math.h),
+//    inlined and within 1 ulp like Sleef's out-of-line one, which left the
+//    forward at 1.44-1.51x the composed ops on an AVX2 host (2.0x now);
+//  * bfloat16/float16, whose rounding hides any float32 error: ATen's
+//    exp_u20 (<= 20 ulp), cheaper still (fused forward + backward 1.42-1.55x
+//    the composed ops with it, 1.33-1.36x with the math library's; with
+//    Sleef's, the bfloat16 forward took 3.9 ms instead of 3.0 at
+//    [2048, 11008] on an AVX-512 host).
 template <typename T>
 inline Vec sigmoid(const Vec& g) {
   const Vec one(1.0f);
   if constexpr (std::is_same_v<T, float>) {
-    return one / (one + g.neg().exp());
+    return one / (one + mydev_math::exp(g.neg()));
   } else {
     return one / (one + g.neg().exp_u20());
   }
