@@ -42,6 +42,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
+    RATIO_WIDTH,
     Budget,
     Op,
     Timed,
@@ -267,8 +268,6 @@ SECTION_TITLES = {
     "forward + backward": f"Forward + backward, ms per call (lower is better). Target: composed / fused >= {TARGET}.",
 }
 NUMBER_WIDTH = 9
-# The widest speedup with its quartiles, so that the column stays right-aligned.
-SPEEDUP_WIDTH = len("0.999x (0.999-0.999)")
 HEADERS = (
     "op",
     "shape",
@@ -276,7 +275,7 @@ HEADERS = (
     "fused".rjust(NUMBER_WIDTH),
     "composed".rjust(NUMBER_WIDTH),
     "unit",
-    "speedup".rjust(SPEEDUP_WIDTH),
+    "speedup".rjust(RATIO_WIDTH),
     "target",
     "verdict",
     "note",
@@ -291,7 +290,7 @@ def table_cells(row: Row) -> Tuple[str, ...]:
         format_value(row.fused).rjust(NUMBER_WIDTH),
         format_value(row.composed).rjust(NUMBER_WIDTH),
         "ms",
-        format_ratio(row.speedup, row.spread, "x").rjust(SPEEDUP_WIDTH),
+        format_ratio(row.speedup, row.spread, "x").rjust(RATIO_WIDTH),
         f">= {row.target:g}x",
         row.verdict,
         row.error or row.note,

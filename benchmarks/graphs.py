@@ -29,6 +29,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (
+    RATIO_WIDTH,
     Budget,
     Pairing,
     Timed,
@@ -187,14 +188,9 @@ def measure(budget: Budget) -> List[Row]:
         return _measure_chain(budget) + _measure_decode(budget)
 
 
-# The widest speed-up with its quartiles, so that the column stays aligned.
-SPEEDUP_WIDTH = len("0.999x (0.999-0.999)")
-
-
 def render(rows: Sequence[Row]) -> str:
     header = (
-        f"{'case':<22} {'variant':<22} {'us':>10} {'baseline':<12} {'us':>10} "
-        f"{'speed-up':>{SPEEDUP_WIDTH}} {'target':>7}"
+        f"{'case':<22} {'variant':<22} {'us':>10} {'baseline':<12} {'us':>10} {'speed-up':>{RATIO_WIDTH}} {'target':>7}"
     )
     lines = [header, "-" * len(header)]
     for row in rows:
@@ -205,7 +201,7 @@ def render(rows: Sequence[Row]) -> str:
         verdict = {"PASS": "  met", "MISS": "  MISSED"}.get(row.verdict, "")
         lines.append(
             f"{row.case:<22} {row.variant:<22} {format_value(row.us):>10} {row.baseline:<12} "
-            f"{format_value(row.baseline_us):>10} {format_ratio(row.speedup, row.spread, 'x'):>{SPEEDUP_WIDTH}} "
+            f"{format_value(row.baseline_us):>10} {format_ratio(row.speedup, row.spread, 'x'):>{RATIO_WIDTH}} "
             f"{target:>7}{verdict}"
         )
     return "\n".join(lines)

@@ -316,6 +316,11 @@ def format_value(value: Optional[float]) -> str:
     return f"{value:.2g}"
 
 
+# The width of the widest ratio ``format_ratio`` writes with its quartiles,
+# for the tables that right-align that column.
+RATIO_WIDTH = len("0.999x (0.999-0.999)")
+
+
 def format_ratio(value: Optional[float], spread: Optional[Tuple[float, float]] = None, suffix: str = "") -> str:
     """A ratio with the quartiles of its repetitions (``Pairing.spread``):
     ``1.02x (0.98-1.05)``."""

@@ -41,6 +41,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compile import make_workload  # noqa: E402
 from harness import (  # noqa: E402
+    RATIO_WIDTH,
     Budget,
     Op,
     Timed,
@@ -145,8 +146,6 @@ def measure(case: ModelCase, phase: str, budget: TritonPathBudget) -> Row:
     return row
 
 
-# The widest ratio with its quartiles, so that the column stays right-aligned.
-RATIO_WIDTH = len("0.999x (0.999-0.999)")
 HEADERS = (
     "model",
     "input",
