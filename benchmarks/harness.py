@@ -106,10 +106,10 @@ def _calls_per_rep(timed: Timed, budget: Budget) -> int:
     """Doubles the number of calls until a repetition lasts long enough.
 
     The very first call is made apart (by ``paired`` and ``median_seconds``):
-    it may pay one-time costs (the first op through the device-kernel path
-    takes the better part of a second; allocator growth, lazy
-    initialisation) that would otherwise shrink the number of calls per
-    repetition to one.
+    it may pay one-time costs (a new op's first pass through the
+    device-kernel path, milliseconds since the C++ meta kernels; allocator
+    growth, lazy initialisation) that would otherwise shrink the number of
+    calls per repetition.
     """
     calls = 1
     while calls < budget.max_calls_per_rep:
