@@ -7,9 +7,14 @@ The vectorized kernels, 1-D and 2-D tiled (transposing), take exp, expm1 and
 erf from the device math library (device_ext/include/mydev_math.h) instead of
 ATen's Vectorized functions: Inductor's own extension points
 (CppScheduling.kernel_proxy_cls, CppKernelProxy.vec_kernel_cls and
-tile2d_kernel_cls) carry the change, so torch is not patched."""
+tile2d_kernel_cls) carry the change, so torch is not patched. Their float
+sums take the device's cascade-summation helpers
+(device_ext/include/mydev_reduce.h): same order as torch's, a register
+instead of memory for the running sum; the kernel's source is where the
+helpers are named, so define_kernel renames them there."""
 
 import os
+import re
 
 from torch._inductor import config as inductor_config
 from torch._inductor.codegen.cpp import (
@@ -29,21 +34,30 @@ from .kernel_modules import INCLUDE_DIR
 
 _CPP_PREFIX = "#include <torch/csrc/inductor/cpp_prefix.h>"
 _MATH_LIBRARY = f'#include "{os.path.join(INCLUDE_DIR, "mydev_math.h")}"'
+_REDUCTION_HELPERS = f'#include "{os.path.join(INCLUDE_DIR, "mydev_reduce.h")}"'
+# cpp_prefix.h's cascade-summation helper and its functions, as Inductor's
+# C++ generator writes them (unqualified), not names already in a namespace.
+_CASCADE_SUM_NAMES = re.compile(r"(?<![\w:])(CascadeSumHelper|cascade_sum_combine|cascade_sum_final)\b")
 
 
-def with_math_library(src_code: str) -> str:
-    """A kernel's source, including the device math library after the
-    prefix header when the kernel calls it. Fails at code generation, with
-    the reason, if torch stops writing that header's include line as
-    _CPP_PREFIX (the kernel would fail to compile, saying less)."""
-    if "mydev_math::" not in src_code:
+def with_device_library(src_code: str) -> str:
+    """A kernel's source on the device library: its cascade sums renamed to
+    the device's helpers, and the headers of what it calls (math functions,
+    summation helpers) included after the prefix header. Fails at code
+    generation, with the reason, if torch stops writing that header's
+    include line as _CPP_PREFIX (the kernel would fail to compile, saying
+    less)."""
+    src_code, cascade_sums = _CASCADE_SUM_NAMES.subn(r"mydev_reduce::\1", src_code)
+    headers = [_MATH_LIBRARY] if "mydev_math::" in src_code else []
+    headers += [_REDUCTION_HELPERS] if cascade_sums else []
+    if not headers:
         return src_code
     if _CPP_PREFIX not in src_code:
         raise RuntimeError(
-            f"a mydev kernel calls the device math library but has no line {_CPP_PREFIX!r} to include it "
+            f"a mydev kernel calls the device library but has no line {_CPP_PREFIX!r} to include it "
             "after: torch changed how C++ kernels include their prefix; update inductor_backend/scheduling.py"
         )
-    return src_code.replace(_CPP_PREFIX, f"{_CPP_PREFIX}\n{_MATH_LIBRARY}", 1)
+    return src_code.replace(_CPP_PREFIX, "\n".join([_CPP_PREFIX, *headers]), 1)
 
 
 class _DeviceMathLibrary:
@@ -98,7 +112,7 @@ class MydevScheduling(CppScheduling):
     kernel_proxy_cls = MydevKernelProxy
 
     def define_kernel(self, src_code, nodes, kernel_args=None):
-        src_code = with_math_library(src_code)
+        src_code = with_device_library(src_code)
         if V.graph.cpp_wrapper:
             # The C++ wrapper compiles kernels into its own module and
             # launches them itself (MydevCppWrapperCodegen).
