@@ -9,6 +9,8 @@ every script. Each script supplies its rows and how to print them.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import json
 import os
 import platform
@@ -185,6 +187,49 @@ def mydev_over_cpu(mydev: Optional[float], cpu: Optional[float]) -> Optional[flo
     return mydev / cpu
 
 
+# ---------------------------------------------------------- host memory --
+
+# glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+# The largest mmap threshold glibc accepts on 64-bit hosts.
+_MMAP_THRESHOLD_MAX = 32 * MiB
+_TRIM_THRESHOLD = 1024 * MiB
+
+
+def _keep_freed_host_memory() -> str:
+    """Has glibc keep freed host memory for the next allocation; returns
+    how the host allocator is set, for the environment block.
+
+    By default glibc returns the top of its heap to the system once more
+    than twice its (adaptive) mmap threshold is free there, and serves
+    blocks above that threshold by mmap. A CPU op whose output and scratch
+    are several MiB (a [8, 64, 56, 56] convolution: 6.4 MiB each) then
+    page-faults its memory in again on every call, or not, depending on
+    the allocator's history in the process. On this 2-core VM host a fault
+    costs about 2 us a page: the CPU's depthwise conv took 11-13 ms per call
+    faulting and 1.4-1.6 ms not, so the same row read mydev/CPU 0.09 in one
+    run and 1.22 in another. mydev's outputs come from its caching
+    allocator, so the faults were a handicap of the baseline, not the
+    device's speed. With both thresholds fixed, memory stays resident
+    after warm-up on both sides (mydev kernels' host scratch too); blocks
+    over 32 MiB, which glibc always maps, still fault on the CPU side."""
+    path = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(path) if path else None
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is None:
+        return "the C library's defaults (no mallopt)"
+    if not (mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX) and mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)):
+        return "the C library's defaults (mallopt refused)"
+    return (
+        f"freed memory kept (glibc mmap threshold {_MMAP_THRESHOLD_MAX // MiB} MiB, "
+        f"trim threshold {_TRIM_THRESHOLD // MiB} MiB)"
+    )
+
+
+HOST_ALLOCATOR = _keep_freed_host_memory()
+
+
 # ------------------------------------------------------------ environment --
 
 
@@ -210,6 +255,7 @@ def environment() -> Dict[str, Any]:
         "usable_cores": len(os.sched_getaffinity(0)),
         "torch_threads": torch.get_num_threads(),
         "load_average": [round(load, 2) for load in os.getloadavg()],
+        "host_allocator": HOST_ALLOCATOR,
         "mydev_device_count": count,
         "mydev_launch_blocking": torch.mydev.is_launch_blocking(),
         "mydev_devices": devices,
@@ -223,6 +269,7 @@ def render_environment(env: Dict[str, Any], budget: Budget, seconds: float) -> s
         f"  torch {env['torch']}, python {env['python']}, {env['platform']}",
         f"  cores: {env['usable_cores']} usable of {env['cpu_count']}, "
         f"torch threads {env['torch_threads']}, load average {env['load_average']}",
+        f"  host allocator: {env.get('host_allocator', 'not recorded')}",
         f"  mydev devices: {env['mydev_device_count']}, launch blocking: {env['mydev_launch_blocking']}",
     ]
     for index, dev in enumerate(env["mydev_devices"]):
