@@ -269,7 +269,7 @@ def render_environment(env: Dict[str, Any], budget: Budget, seconds: float) -> s
         f"  torch {env['torch']}, python {env['python']}, {env['platform']}",
         f"  cores: {env['usable_cores']} usable of {env['cpu_count']}, "
         f"torch threads {env['torch_threads']}, load average {env['load_average']}",
-        f"  host allocator: {env.get('host_allocator', 'not recorded')}",
+        f"  host allocator: {env['host_allocator']}",
         f"  mydev devices: {env['mydev_device_count']}, launch blocking: {env['mydev_launch_blocking']}",
     ]
     for index, dev in enumerate(env["mydev_devices"]):

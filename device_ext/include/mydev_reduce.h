@@ -34,10 +34,12 @@ struct CascadeSumHelper {
   std::vector<T> levels;  // levels[j]: the sum of 2^j finished chunks
 
   CascadeSumHelper() = default;
+  // A sum of one chunk or less has no levels: nothing is allocated for it
+  // (finishChunk and cascade_sum_final only run over depth > 0).
   explicit CascadeSumHelper(uint64_t count) {
     const uint64_t chunks = (count + kChunkSize - 1) / kChunkSize;
-    while (chunks > 1 && (uint64_t{1} << depth) < chunks) ++depth;
-    levels.assign(depth > 0 ? depth : 1, T(0));
+    while ((uint64_t{1} << depth) < chunks) ++depth;
+    levels.assign(depth, T(0));
   }
 };
 
