@@ -29,10 +29,11 @@ CPU_FALLBACK_POLICY = "off"
 
 EXIT_BELOW_MIN_PASS_RATE = 1
 EXIT_RUN_FAILED = 3
-# A worker keeps about two CPUs busy (its own thread and the device's stream
-# worker running the kernels); on a 2-CPU machine a second worker measured
-# no faster.
-DEFAULT_JOBS = max(1, (os.cpu_count() or 2) // 2)
+# A worker keeps about one CPU busy: its own thread and the stream's executor
+# take turns (the whole float32 run on a 2-CPU host: 194 s of CPU in 183 s
+# with one worker; two workers took 116-139 s). Each holds up to ~1.1 GiB
+# (torch, the OpInfo database, samples), so a large host stops at 8.
+DEFAULT_JOBS = max(1, min(len(os.sched_getaffinity(0)), 8))
 
 
 def _fraction(text: str) -> float:
@@ -117,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_JOBS,
         metavar="N",
-        help=f"worker processes (default {DEFAULT_JOBS}: half the CPUs, as each worker keeps about two busy); 0 runs in this process, without time limits",
+        help=f"worker processes (default {DEFAULT_JOBS}: one per usable CPU, at most 8); 0 runs in this process, without time limits",
     )
     parser.add_argument(
         "--variants",
