@@ -1,7 +1,17 @@
 """Fixtures for the mydev test suite (shared helpers live in mydev_testing)."""
 
-import pytest
-import torch
+import os
+
+# Kernels keep torch's team size in this process and the subprocesses it
+# starts, so that no result depends on what else the host runs: the suite
+# runs in two workers, each of which the other's work would shrink the team
+# of (a reduction's last bits follow the team's size). Set before torch
+# loads the driver, which reads MYDEV_* once. tests/test_host_threads.py
+# turns the shrinking on where it tests it.
+os.environ.setdefault("MYDEV_DYNAMIC_THREADS", "0")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from mydev_testing import run_python
 

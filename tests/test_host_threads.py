@@ -8,7 +8,17 @@ every team of the process and CPU code slows down (3.5x for a small
 training step on a 2-core host; benchmarks/device_basics.py measures it).
 The team's threads are named after the executor (Linux threads inherit the
 name of the thread that starts them), so a plain script can watch them
-come and go."""
+come and go.
+
+Beside busy processes the executor's team shrinks to the cores they leave
+free (MYDEV_DYNAMIC_THREADS, on by default, off in the suite: conftest.py).
+The tests of the release run with it off, so that a host loaded by other
+tests keeps their team of two; the tests of the shrinking turn it on."""
+
+import os
+import subprocess
+import sys
+from typing import Dict, Optional
 
 from mydev_testing import run_python
 
@@ -92,8 +102,12 @@ print("after CPU work", threads_named("python") - host)
 """
 
 
+_FIXED_TEAM = {"MYDEV_DYNAMIC_THREADS": "0"}
+_DYNAMIC_TEAM = {"MYDEV_DYNAMIC_THREADS": "1"}  # the default outside the suite
+
+
 def test_a_host_thread_submitting_device_work_releases_its_idle_team():
-    result = run_python(_HOST_SCRIPT, timeout=180)
+    result = run_python(_HOST_SCRIPT, _FIXED_TEAM, timeout=180)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[:3] == ["after CPU work 1", "after submitting 0", "after CPU work 1"], (
         result.stdout
@@ -101,10 +115,84 @@ def test_a_host_thread_submitting_device_work_releases_its_idle_team():
 
 
 def test_an_idle_executor_releases_its_kernels_host_threads_and_starts_them_again():
-    result = run_python(_SCRIPT, timeout=180)
+    result = run_python(_SCRIPT, _FIXED_TEAM, timeout=180)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.split("\n")
     # Each round: the executor plus its team while busy, the executor alone
     # once idle.
     assert [line for line in lines if line.startswith(("busy", "idle"))] == ["busy 2", "idle 1"] * 2, result.stdout
     assert lines[-2] == "ok"
+
+
+_BUSY_HOST_SCRIPT = """
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+torch.set_num_threads(2)
+torch.use_deterministic_algorithms(sys.argv[1] == "deterministic")
+
+def executor_threads():
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                names.append(comm.read().strip())
+        except OSError:
+            pass
+    return sum(name.startswith("mydev0-s") for name in names)
+
+# One busy process per core: whatever this test's own threads take, the
+# others hold at least one core.
+spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count())]
+try:
+    a = torch.randn(384, 384, device="mydev")
+    # Parallel kernels over several of the executor's load intervals (100 ms).
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        a @ a
+        torch.mydev.synchronize()
+    product = a @ a
+    done = torch.mydev.Event()
+    done.record()
+    torch.mydev._sleep(2000)  # the executor stays busy while this counts
+    done.synchronize()
+    print("busy host", executor_threads())
+finally:
+    for spinner in spinners:
+        spinner.kill()
+        spinner.wait()
+torch.testing.assert_close(product.cpu(), a.cpu() @ a.cpu(), rtol=1e-4, atol=1e-4)
+print("ok")
+"""
+
+
+def run_beside_busy_processes(mode: str, env: Optional[Dict[str, str]] = None) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", _BUSY_HOST_SCRIPT, mode],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("\n")
+    assert lines[1] == "ok", result.stdout
+    return lines[0]
+
+
+def test_beside_busy_processes_the_executor_runs_its_kernels_without_a_team():
+    # The executor alone: no team thread left to spin on the core the
+    # kernels need. The same script with the setting off keeps the team,
+    # so the count comes from the setting, not from the host.
+    assert run_beside_busy_processes("default", _DYNAMIC_TEAM) == "busy host 1"
+    assert run_beside_busy_processes("default", _FIXED_TEAM) == "busy host 2"
+
+
+def test_deterministic_algorithms_keep_the_team_whatever_the_load():
+    # A reduction's last bits depend on the team's size: results must not
+    # depend on what else the host runs.
+    assert run_beside_busy_processes("deterministic", _DYNAMIC_TEAM) == "busy host 2"

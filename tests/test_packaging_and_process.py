@@ -198,6 +198,7 @@ INVALID_SETTINGS = [
     ("MYDEV_MEMORY_MB", "0", f"MYDEV_MEMORY_MB='0' is invalid: {MEMORY_MB_ACCEPTED}"),
     ("MYDEV_MEMORY_MB", "1", f"MYDEV_MEMORY_MB='1' is invalid: {MEMORY_MB_ACCEPTED}"),
     ("MYDEV_LAUNCH_BLOCKING", "yes", "MYDEV_LAUNCH_BLOCKING='yes' is invalid: expected 0 or 1"),
+    ("MYDEV_DYNAMIC_THREADS", "2", "MYDEV_DYNAMIC_THREADS='2' is invalid: expected 0 or 1"),
 ]
 
 

@@ -97,6 +97,15 @@ mydevError_t read_config(Config* config, std::string* error) {
     }
     config->peer_memory = value == 1;
   }
+
+  if (const char* text = env("MYDEV_DYNAMIC_THREADS")) {
+    if (!parse_integer(text, 0, 1, &value)) {
+      *error = format("MYDEV_DYNAMIC_THREADS='%s' is invalid: expected 0 or 1",
+                      text);
+      return mydevErrorInitialization;
+    }
+    config->dynamic_threads = value == 1;
+  }
   return mydevSuccess;
 }
 

@@ -13,6 +13,9 @@ struct Config {
   size_t memory_bytes = 0;  // capacity of each device's memory
   bool launch_blocking = false;
   bool peer_memory = true;  // MYDEV_PEER_MEMORY
+  // MYDEV_DYNAMIC_THREADS: kernels' OpenMP teams shrink to the cores other
+  // processes leave free (host_threads.h).
+  bool dynamic_threads = true;
 };
 
 // On a malformed variable returns mydevErrorInitialization and a message

@@ -1,11 +1,72 @@
 #include "host_threads.h"
 
-// OpenMP 5.0's pause, bound weakly: the driver carries no OpenMP of its own.
-// In the device library (linked with -fopenmp) it is torch's libgomp; in a
-// program without OpenMP it is null and there is no team to release.
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+// OpenMP, bound weakly: the driver carries no OpenMP of its own. In the
+// device library (linked with -fopenmp) these are torch's libgomp; in a
+// program without OpenMP they are null and there is no team to size or
+// release.
 extern "C" int omp_pause_resource_all(int kind) __attribute__((weak));
+extern "C" int omp_get_max_threads() __attribute__((weak));
+extern "C" void omp_set_num_threads(int count) __attribute__((weak));
+// MKL, torch's BLAS on x86, keeps a per-thread count of its own (0: MKL's
+// global one), which ATen sets with torch.set_num_threads; it returns the
+// count it replaces. Null where torch has no MKL. (MKL's lower-case
+// mkl_set_num_threads_local is the Fortran binding, taking a pointer.)
+extern "C" int MKL_Set_Num_Threads_Local(int count) __attribute__((weak));
 
 namespace mydev_sim {
+namespace {
+
+constexpr int64_t kNsPerSecond = 1000000000;
+// Less than this many cores taken by others is noise (host_threads.h).
+constexpr double kOthersNoiseCpus = 0.25;
+
+std::atomic<mydevFixedKernelTeamFn_t> g_fixed_kernel_team{nullptr};
+
+int64_t to_ns(const timespec& time) {
+  return int64_t(time.tv_sec) * kNsPerSecond + time.tv_nsec;
+}
+
+// The time all CPUs spent running code since boot: user, nice, system, irq
+// and softirq of /proc/stat's first line ("cpu  user nice system idle iowait
+// irq softirq steal ...", in clock ticks). Not idle or iowait, and not steal:
+// a hypervisor's other guests are not this host's processes, and counting
+// them shrank the team on an idle VM (steal came in bursts of up to 0.9 of
+// a core per 100 ms). -1 if unreadable.
+int64_t host_busy_ns() {
+  const int fd = ::open("/proc/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char text[256];
+  const ssize_t length = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (length <= 0) return -1;
+  text[length] = '\0';
+  if (std::strncmp(text, "cpu ", 4) != 0) return -1;
+  constexpr int kFields = 7;  // user nice system idle iowait irq softirq
+  long long ticks[kFields] = {};
+  char* cursor = text + 4;
+  for (long long& field : ticks) {
+    char* end = nullptr;
+    field = std::strtoll(cursor, &end, 10);
+    if (end == cursor) return -1;
+    cursor = end;
+  }
+  const long long busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6];
+  const long ticks_per_second = sysconf(_SC_CLK_TCK);
+  if (ticks_per_second <= 0) return -1;
+  return busy * (kNsPerSecond / ticks_per_second);
+}
+
+}  // namespace
 
 void release_host_threads() {
   // omp_pause_soft: the team's threads end; libgomp starts new ones at the
@@ -23,6 +84,64 @@ void release_host_threads_of_submitter() {
   if (now < next_release) return;
   next_release = now + kReleaseHostThreadsAfter;
   release_host_threads();
+}
+
+void set_fixed_kernel_team_query(mydevFixedKernelTeamFn_t fixed) {
+  g_fixed_kernel_team.store(fixed, std::memory_order_release);
+}
+
+int kernel_team_size(double others_cpus, int online_cpus, int full_team) {
+  const int taken = int(std::ceil(others_cpus - kOthersNoiseCpus));
+  if (taken <= 0) return full_team;
+  return std::clamp(online_cpus - taken, 1, std::max(full_team, 1));
+}
+
+void KernelTeam::resize(Clock::time_point now) {
+  next_sample_ = now + kHostLoadInterval;
+  if (omp_get_max_threads == nullptr || omp_set_num_threads == nullptr) return;
+  timespec process{};
+  const int64_t busy_ns = host_busy_ns();
+  if (busy_ns < 0 || clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &process) != 0) {
+    return;  // no measure: the team stays as it is
+  }
+  const int64_t wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              now.time_since_epoch())
+                              .count();
+  const int64_t process_ns = to_ns(process);
+  const bool had_sample = valid_;
+  const int64_t wall = wall_ns - wall_ns_;
+  const int64_t busy = busy_ns - busy_ns_;
+  const int64_t ours = process_ns - process_ns_;
+  valid_ = true;
+  wall_ns_ = wall_ns;
+  busy_ns_ = busy_ns;
+  process_ns_ = process_ns;
+  if (!had_sample || wall <= 0) return;
+
+  const int current = omp_get_max_threads();
+  // Sized by someone else: ATen, at the thread's first parallel region.
+  if (current != chosen_) full_team_ = current;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const int cpus = online > 0 ? int(online) : 1;
+  // Busy time of all CPUs that was not this process's: other processes and
+  // the kernel's own threads.
+  const double others = std::max(0.0, double(busy - ours) / double(wall));
+  const mydevFixedKernelTeamFn_t fixed =
+      g_fixed_kernel_team.load(std::memory_order_acquire);
+  chosen_ = fixed != nullptr && fixed() != 0
+                ? full_team_
+                : kernel_team_size(others, cpus, full_team_);
+  if (chosen_ == current) return;
+  omp_set_num_threads(chosen_);
+  if (MKL_Set_Num_Threads_Local != nullptr) {
+    const int mkl_count = chosen_ == full_team_ ? mkl_full_ : chosen_;
+    const int replaced = MKL_Set_Num_Threads_Local(mkl_count);
+    // A count this class did not set is the thread's own (ATen's).
+    if (replaced != mkl_set_) mkl_full_ = replaced;
+    mkl_set_ = mkl_count;
+  }
+  // A smaller team: the threads beyond it would only spin, then sleep.
+  if (chosen_ < current) release_host_threads();
 }
 
 }  // namespace mydev_sim

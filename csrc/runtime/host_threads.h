@@ -24,9 +24,22 @@
 // The next parallel region on either side starts a team again (tens of
 // microseconds). While both run parallel work at once, both teams exist:
 // the host is oversubscribed, as with any two parallel programs.
+//
+// Other processes take cores too. libgomp's threads spin between parallel
+// regions (torch loads libgomp before the extension, so OMP_WAIT_POLICY is
+// the user's to set, not ours), and beside a busy process a team as large
+// as the host spins on the core the kernels need: with one busy process on
+// a 2-core host an mlp training step took 4x its idle time, 2x once nothing
+// spun. So an executor sizes its kernels' team to the cores other processes
+// leave free (KernelTeam), as OMP_DYNAMIC does from the 15-minute load
+// average, but from the last tenth of a second: a team of one on a 2-core
+// host beside one busy process has no thread left to spin.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+
+#include "mydev_runtime.h"
 
 namespace mydev_sim {
 
@@ -43,5 +56,59 @@ void release_host_threads();
 // Called by a host thread (not an executor) each time it submits device
 // work: releases its team at most once per kReleaseHostThreadsAfter.
 void release_host_threads_of_submitter();
+
+// How often an executor measures the other processes' load: long against
+// the 10 ms resolution of the host's CPU times (/proc/stat), short against
+// a benchmark or a training phase.
+constexpr std::chrono::milliseconds kHostLoadInterval{100};
+
+// The team for kernels when other processes used `others_cpus` cores (on
+// average) of the `online_cpus` over the last interval and the team would
+// otherwise have `full_team` threads. A quarter of a core is noise (the
+// measure's resolution, the system's own threads); beyond it, each core
+// begun is a core the team gives up, down to one thread.
+int kernel_team_size(double others_cpus, int online_cpus, int full_team);
+
+// mydevSetFixedKernelTeamQuery.
+void set_fixed_kernel_team_query(mydevFixedKernelTeamFn_t fixed);
+
+// Keeps the calling executor's OpenMP team (omp_set_num_threads of that
+// thread: ATen's, oneDNN's and Inductor's parallel regions follow it; and
+// MKL's count for the thread, which MKL keeps apart) at
+// kernel_team_size, or at the full team while the fixed-team query says so.
+// Executor-thread state; MYDEV_DYNAMIC_THREADS=0 turns it off.
+class KernelTeam {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit KernelTeam(bool enabled) : enabled_(enabled) {}
+
+  // Before each kernel: a clock read, and once per kHostLoadInterval a
+  // look at the host's CPU times and this process's (about 10 us).
+  void before_task(Clock::time_point now) {
+    if (enabled_ && now >= next_sample_) resize(now);
+  }
+
+ private:
+  void resize(Clock::time_point now);
+
+  const bool enabled_;
+  Clock::time_point next_sample_{};
+  // The last sample (valid_ false until one was taken).
+  bool valid_ = false;
+  int64_t wall_ns_ = 0;
+  int64_t busy_ns_ = 0;
+  int64_t process_ns_ = 0;
+  // The size this class last chose (0: none yet), and the size the thread
+  // had otherwise: ATen sets it at the thread's first parallel region from
+  // torch.set_num_threads, and a size other than ours is taken as the new
+  // full team.
+  int chosen_ = 0;
+  int full_team_ = 0;
+  // MKL's count for the thread apart from this class, given back with the
+  // full team, and the count this class last set (-1: none).
+  int mkl_full_ = 0;
+  int mkl_set_ = -1;
+};
 
 }  // namespace mydev_sim

@@ -416,6 +416,18 @@ typedef void (*mydevHostWaitEndFn_t)(void* token);
 mydevError_t mydevSetHostWaitHooks(mydevHostWaitBeginFn_t begin,
                                    mydevHostWaitEndFn_t end);
 
+// ----------------------------------------------------- kernel host threads --
+// The simulator runs kernels on the host's cores, and shrinks their OpenMP
+// teams to the cores other processes leave free (MYDEV_DYNAMIC_THREADS). A
+// team's size can change the last bits of a parallel reduction, so the layer
+// above says when results must not depend on the host's load: while
+// `fixed()` returns nonzero, kernels keep the full team. The executors ask
+// a few times a second, from their own threads. torch-mydev's ATen layer
+// passes torch.use_deterministic_algorithms. nullptr removes the query. A
+// driver for real silicon runs no kernel on the host and may ignore it.
+typedef int (*mydevFixedKernelTeamFn_t)(void);
+mydevError_t mydevSetFixedKernelTeamQuery(mydevFixedKernelTeamFn_t fixed);
+
 // ------------------------------------------------------------ process state --
 // 1 if this process was forked from a parent in which a device had been put
 // to use (see mydevIsInitialized). The parent's worker threads do not exist

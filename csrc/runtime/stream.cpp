@@ -66,7 +66,8 @@ Stream::Stream(Device* device, int priority, bool is_default)
     : magic_(kLiveMagic),
       device_(device),
       priority_(priority),
-      is_default_(is_default) {}
+      is_default_(is_default),
+      kernel_team_(config().dynamic_threads) {}
 
 mydevError_t Stream::create(Device* device, int priority, bool is_default,
                             Stream** out) {
@@ -223,6 +224,7 @@ void Stream::run_kernel(const Task& task) {
   {
     KernelSlot slot(device_->gate(), gate_level(priority_));
     if (!shutting_down()) {
+      kernel_team_.before_task(KernelTeam::Clock::now());
       // Timed once the kernel holds a compute slot: that is when it runs.
       const int64_t start = task.activity ? activity_now() : 0;
       try {

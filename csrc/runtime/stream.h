@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "host_threads.h"
 #include "mydev_runtime.h"
 #include "spin.h"
 #include "task_queue.h"
@@ -113,6 +114,7 @@ class Stream {
   std::condition_variable done_cv_;
   AdaptiveSpin done_spin_;  // threads waiting for the stream's work
 
+  KernelTeam kernel_team_;  // the executor's own
   std::thread executor_;
 };
 

@@ -120,6 +120,11 @@ mydevError_t mydevSetHostWaitHooks(mydevHostWaitBeginFn_t begin,
   return mydevSuccess;
 }
 
+mydevError_t mydevSetFixedKernelTeamQuery(mydevFixedKernelTeamFn_t fixed) {
+  set_fixed_kernel_team_query(fixed);
+  return mydevSuccess;
+}
+
 mydevError_t mydevStreamSynchronize(mydevStream_t handle) {
   if (mydevError_t status = enter()) return status;
   Stream* stream = nullptr;

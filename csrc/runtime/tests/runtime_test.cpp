@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "../host_threads.h"
 #include "../mydev_runtime.h"
 #include "check.h"
 
@@ -1370,6 +1371,21 @@ void test_peer_memory() {
   CHECK_OK(mydevFree(buffer));
 }
 
+// The team an executor gives its kernels beside other processes' load
+// (host_threads.h); the program has no OpenMP, so the rule is checked alone.
+void test_kernel_team_size() {
+  using mydev_sim::kernel_team_size;
+  CHECK(kernel_team_size(0.0, 2, 2) == 2);
+  CHECK(kernel_team_size(0.2, 2, 2) == 2);  // noise
+  CHECK(kernel_team_size(0.5, 2, 2) == 1);  // one busy process, shared
+  CHECK(kernel_team_size(1.0, 2, 2) == 1);
+  CHECK(kernel_team_size(2.0, 2, 2) == 1);  // never below one thread
+  CHECK(kernel_team_size(3.0, 8, 8) == 5);
+  CHECK(kernel_team_size(1.0, 8, 2) == 2);  // room left for the whole team
+  CHECK(kernel_team_size(0.0, 2, 8) == 8);  // an idle host: the user's size
+  CHECK(kernel_team_size(0.6, 2, 8) == 1);
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "--child-launch-blocking") return child_launch_blocking();
@@ -1409,6 +1425,7 @@ int main(int argc, char** argv) {
       {"fork child refusal", test_fork_child_refusal},
       {"child processes", test_child_processes},
       {"peer memory", test_peer_memory},
+      {"kernel team size", test_kernel_team_size},
       {"latency", skip_latency ? nullptr : measure_latency},
   };
   for (const Case& c : cases) {
