@@ -85,7 +85,7 @@ class KernelTeam {
 
   // Before each kernel: a clock read, and once per kHostLoadInterval a
   // look at the host's CPU times and this process's (about 10 us).
-  void before_task(Clock::time_point now) {
+  void before_kernel(Clock::time_point now) {
     if (enabled_ && now >= next_sample_) resize(now);
   }
 

@@ -224,7 +224,7 @@ void Stream::run_kernel(const Task& task) {
   {
     KernelSlot slot(device_->gate(), gate_level(priority_));
     if (!shutting_down()) {
-      kernel_team_.before_task(KernelTeam::Clock::now());
+      kernel_team_.before_kernel(KernelTeam::Clock::now());
       // Timed once the kernel holds a compute slot: that is when it runs.
       const int64_t start = task.activity ? activity_now() : 0;
       try {
