@@ -15,14 +15,13 @@ free (MYDEV_DYNAMIC_THREADS, on by default, off in the suite: conftest.py).
 The tests of the release run with it off, so that a host loaded by other
 tests keeps their team of two; the tests of the shrinking turn it on."""
 
-import os
-import subprocess
-import sys
-from typing import Dict, Optional
+from typing import Dict
 
 from mydev_testing import run_python
 
-_SCRIPT = """
+# What every script below starts with: torch with a team of two on any host,
+# and a count of this process's threads by name.
+_PRELUDE = """
 import os
 import time
 
@@ -30,7 +29,7 @@ import torch
 
 torch.set_num_threads(2)  # a team of two on any host
 
-def executor_threads():
+def threads_named(prefix):
     names = []
     for task in os.listdir("/proc/self/task"):
         try:
@@ -38,8 +37,15 @@ def executor_threads():
                 names.append(comm.read().strip())
         except OSError:  # the thread ended while listed
             pass
-    return sum(name.startswith("mydev0-s") for name in names)
+    return sum(name.startswith(prefix) for name in names)
 
+def executor_threads():
+    return threads_named("mydev0-s")
+"""
+
+_SCRIPT = (
+    _PRELUDE
+    + """
 def threads_after_idle():
     # Polls until the team is gone: the executor releases it once idle for
     # a few milliseconds. The bound only ends a failing run.
@@ -62,26 +68,12 @@ for round in range(2):
     torch.testing.assert_close(product.cpu(), a.cpu() @ a.cpu(), rtol=1e-4, atol=1e-4)
 print("ok")
 """
+)
 
 
-_HOST_SCRIPT = """
-import os
-import time
-
-import torch
-
-torch.set_num_threads(2)
-
-def threads_named(prefix):
-    names = []
-    for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/comm") as comm:
-                names.append(comm.read().strip())
-        except OSError:
-            pass
-    return sum(name.startswith(prefix) for name in names)
-
+_HOST_SCRIPT = (
+    _PRELUDE
+    + """
 def submit_after_the_interval(kernel):
     # A host thread releases its team at most every few milliseconds.
     time.sleep(0.05)
@@ -100,6 +92,7 @@ torch.testing.assert_close(product.cpu(), expected, rtol=1e-4, atol=1e-4)
 torch.testing.assert_close(a @ a, expected)  # the next CPU region starts a team again
 print("after CPU work", threads_named("python") - host)
 """
+)
 
 
 _FIXED_TEAM = {"MYDEV_DYNAMIC_THREADS": "0"}
@@ -124,26 +117,13 @@ def test_an_idle_executor_releases_its_kernels_host_threads_and_starts_them_agai
     assert lines[-2] == "ok"
 
 
-_BUSY_HOST_SCRIPT = """
-import os
+_BUSY_HOST_SCRIPT = (
+    _PRELUDE
+    + """
 import subprocess
 import sys
-import time
 
-import torch
-
-torch.set_num_threads(2)
-torch.use_deterministic_algorithms(sys.argv[1] == "deterministic")
-
-def executor_threads():
-    names = []
-    for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/comm") as comm:
-                names.append(comm.read().strip())
-        except OSError:
-            pass
-    return sum(name.startswith("mydev0-s") for name in names)
+torch.use_deterministic_algorithms(os.environ["TEST_ALGORITHMS"] == "deterministic")
 
 # One busy process per core: whatever this test's own threads take, the
 # others hold at least one core.
@@ -168,16 +148,11 @@ finally:
 torch.testing.assert_close(product.cpu(), a.cpu() @ a.cpu(), rtol=1e-4, atol=1e-4)
 print("ok")
 """
+)
 
 
-def run_beside_busy_processes(mode: str, env: Optional[Dict[str, str]] = None) -> str:
-    result = subprocess.run(
-        [sys.executable, "-c", _BUSY_HOST_SCRIPT, mode],
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+def run_beside_busy_processes(algorithms: str, env: Dict[str, str]) -> str:
+    result = run_python(_BUSY_HOST_SCRIPT, {"TEST_ALGORITHMS": algorithms, **env}, timeout=180)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.split("\n")
     assert lines[1] == "ok", result.stdout
