@@ -163,7 +163,11 @@ void ShmTransport::waitFlag(Flag& flag, uint64_t target, const char* what,
     }
     const uint64_t aborted =
         header_->aborted.value.load(std::memory_order_acquire);
-    if (aborted != 0) {
+    // A peer publishes its arrival before it can abort (it aborts when it
+    // compares the descriptors it met there): read the flag again, or this
+    // rank reports the peer's abort instead of the mismatch it would find
+    // itself, naming both sides.
+    if (aborted != 0 && flag.value.load(std::memory_order_acquire) < target) {
       throwAborted(what, aborted,
                    c10::str("step ", seq, ", waiting for rank ", peer));
     }
@@ -201,7 +205,7 @@ void ShmTransport::waitUntil(const std::function<bool()>& ready,
     }
     const uint64_t aborted =
         header_->aborted.value.load(std::memory_order_acquire);
-    if (aborted != 0) {
+    if (aborted != 0 && !ready()) {  // as in waitFlag
       throwAborted(what, aborted, "waiting for " + waiting_for());
     }
     if ((spins & 63) == 0 && std::chrono::steady_clock::now() > deadline) {
