@@ -5,7 +5,6 @@ Every result is compared with the same copy done on CPU. Copies are exact,
 so comparisons use rtol=0, atol=0.
 """
 
-import concurrent.futures
 import math
 
 import pytest
@@ -274,8 +273,9 @@ def test_copy_large_into_slice_of_larger_tensor(large_cpu):
 
 
 # ------------------------------------------- conjugate and negative views --
-# A crash in one of these must not take down the test process, so each case
-# runs in its own interpreter (all of them at once).
+# A crash in one of these must not take down the test process, so the cases
+# run in an interpreter of their own, one after another, each reporting its
+# outcome; a case the interpreter did not reach fails with how it ended.
 CONJ_PRELUDE = """
 import torch
 c = torch.complex(torch.arange(6.) + 1, -(torch.arange(6.) * 3 - 2))
@@ -306,23 +306,40 @@ CONJ_CASES = {
 }
 
 
+CONJ_RUNNER = """
+import sys, traceback
+for name, code in CASES.items():
+    print("CASE", name, flush=True)  # a crash in this case leaves it unanswered
+    try:
+        exec(code)
+        print("CASE-OK", name, flush=True)
+    except Exception:
+        print("CASE-FAILED", name, repr(traceback.format_exc()), flush=True)
+"""
+
+
 @pytest.fixture(scope="module")
 def conj_outcomes():
-    def run(code):
-        return run_python(CONJ_PRELUDE + code + "\nprint('CASE-OK')\n", timeout=120)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {name: pool.submit(run, code) for name, code in CONJ_CASES.items()}
-        return {name: future.result() for name, future in futures.items()}
+    """(outcomes: case -> "OK" or its traceback, the finished process)."""
+    proc = run_python(CONJ_PRELUDE + f"CASES = {CONJ_CASES!r}\n" + CONJ_RUNNER, timeout=120)
+    outcomes = {}
+    for line in proc.stdout.splitlines():
+        kind, _, rest = line.partition(" ")
+        name, _, detail = rest.partition(" ")
+        if kind == "CASE-OK":
+            outcomes[name] = "OK"
+        elif kind == "CASE-FAILED":
+            outcomes[name] = detail
+    return outcomes, proc
 
 
 @pytest.mark.parametrize("case", list(CONJ_CASES))
 def test_conjugate_and_negative_views(case, conj_outcomes):
-    proc = conj_outcomes[case]
-    how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
-    assert proc.returncode == 0 and "CASE-OK" in proc.stdout, (
-        f"{case}: {how}\n{CONJ_CASES[case]}\nstderr:\n{proc.stderr[-3000:]}"
-    )
+    outcomes, proc = conj_outcomes
+    if case not in outcomes:
+        how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+        pytest.fail(f"{case}: the interpreter ended ({how}) at or before this case\nstderr:\n{proc.stderr[-3000:]}")
+    assert outcomes[case] == "OK", f"{case}: {CONJ_CASES[case]}\n{outcomes[case]}"
 
 
 # ------------------------------------------------------------ non_blocking --
