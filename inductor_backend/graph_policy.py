@@ -202,10 +202,13 @@ class _Recorded:
         (by the caller, autograd's saved tensors or a view)."""
         return any(_storage_use_count(s) > idle for s, idle in self.in_place_storages)
 
+    def _passes_what_it_reads(self, inputs: List[Any], idxs: List[int]) -> bool:
+        return all(inputs[i].data_ptr() == self.inputs[i].data_ptr() for i in idxs)
+
     def reads_in_place(self, inputs: List[Any]) -> bool:
         """Whether the call passes the very tensors the kernels read: a
         replay copies nothing."""
-        return all(inputs[i].data_ptr() == self.inputs[i].data_ptr() for i in self.copied_idxs)
+        return self._passes_what_it_reads(inputs, self.copied_idxs)
 
     def can_take(self, inputs: List[Any]) -> bool:
         """Whether the call's inputs may be copied where the kernels read
@@ -213,8 +216,7 @@ class _Recorded:
         the caller holds it no more (and needs no copy while it is the one
         passed)."""
         for storage, idle, idxs in self.borrowed_storages:
-            passed = all(inputs[i].data_ptr() == self.inputs[i].data_ptr() for i in idxs)
-            if not passed and _storage_use_count(storage) != idle:
+            if not self._passes_what_it_reads(inputs, idxs) and _storage_use_count(storage) != idle:
                 return False
         return True
 
