@@ -82,6 +82,23 @@ def test_special_values_and_the_scalar_tail():
             assert_close_to_cpu(torch.compile(function)(inputs), exact, rtol=1e-6, atol=0)
 
 
+def test_a_causally_masked_softmax_matches_the_cpu_and_masked_lanes_are_exactly_zero():
+    """Half of a causal attention's scores are -inf: exp gives exactly 0
+    there (device_ext/include/mydev_math.h computes them apart)."""
+    scores = torch.randn(2, 4, 64, 64, device=D)
+    causal = torch.ones(64, 64, dtype=torch.bool, device=D).tril()
+
+    def attention_weights(scores):
+        return torch.softmax(scores.masked_fill(~causal, float("-inf")), -1)
+
+    result = torch.compile(attention_weights)(scores)
+    expected = torch.softmax(scores.cpu().masked_fill(~causal.cpu(), float("-inf")), -1)
+    assert_close_to_cpu(result, expected, rtol=1e-6, atol=1e-7)
+    assert torch.equal(result.cpu()[..., ~causal.cpu()], torch.zeros_like(expected[..., ~causal.cpu()]))
+    tiny = torch.tensor([-float("inf"), -1e30, -200.0, -104.5, -104.0] + [-50.0] * 11, device=D)
+    assert torch.equal(torch.compile(torch.exp)(tiny).cpu(), torch.exp(tiny.cpu().double()).float())
+
+
 # Compiled kernels compute 16-bit floats in float32 and round once, so the
 # reference is the CPU in float64 and the tolerance one rounding of the dtype.
 TOLERANCES = {

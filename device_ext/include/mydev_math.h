@@ -87,17 +87,27 @@ inline FloatVector expPolynomial(const FloatVector& r) {
 // exp(x) = 2^n exp(r) with n = round(x / ln 2) and |r| <= ln(2) / 2; r is
 // taken in two steps (ln 2 as a short high part and a low part) so that x -
 // n ln 2 is exact for every n this range has.
+//
+// Below -104 exp is 0 in float32. Those lanes (a masked softmax's -inf
+// scores: half of a causal attention's) are computed on 0 and zeroed at the
+// end, because scaling them down to zero passes through the denormals, and
+// an x86 vector instruction with a denormal result takes a microcode assist:
+// a causal softmax compiled for mydev ran 3.7x slower than an unmasked one.
 template <>
 inline FloatVector exp(const FloatVector& x) {
-  // Beyond these bounds exp is 0 or infinity in float32; clamp keeps NaN.
+  const FloatVector lowest(-104.0f);
+  const FloatVector underflows = x < lowest;
+  // Beyond 89 exp is infinity in float32; clamp keeps NaN.
   const FloatVector bounded =
-      at::vec::clamp(x, FloatVector(-104.0f), FloatVector(89.0f));
+      FloatVector::blendv(at::vec::clamp(x, lowest, FloatVector(89.0f)),
+                          FloatVector(0.0f), underflows);
   const FloatVector n = (bounded * FloatVector(1.44269504088896341f)).round();
   FloatVector r = at::vec::fmadd(n, FloatVector(-0.693359375f), bounded);
   r = at::vec::fmadd(n, FloatVector(2.12194440e-4f), r);
   const FloatVector p =
       at::vec::fmadd(detail::expPolynomial(r), r * r, r + FloatVector(1.0f));
-  return detail::scaleByPowerOfTwo(p, n);
+  return FloatVector::blendv(detail::scaleByPowerOfTwo(p, n), FloatVector(0.0f),
+                             underflows);
 }
 
 // expm1(x): near 0, exp(x) - 1 keeps only the bits of the result that
