@@ -5,7 +5,11 @@ instead of a CPU function.
 
 The vectorized kernels, 1-D and 2-D tiled (transposing), take exp, expm1 and
 erf from the device math library (device_ext/include/mydev_math.h) instead of
-ATen's Vectorized functions: Inductor's own extension points
+ATen's Vectorized functions, draw rand and randn (dropout's masks) a vector at
+a time from the device random-number library (device_ext/include/mydev_random.h,
+the same numbers as Inductor's lane-by-lane calls), and load and store bool
+tensors as lane masks with the device's mask functions
+(device_ext/include/mydev_bool_masks.h): Inductor's own extension points
 (CppScheduling.kernel_proxy_cls, CppKernelProxy.vec_kernel_cls and
 tile2d_kernel_cls) carry the change, so torch is not patched. Their float
 sums take the device's cascade-summation helpers
@@ -16,7 +20,9 @@ helpers are named, so define_kernel renames them there."""
 import os
 import re
 
+import torch
 from torch._inductor import config as inductor_config
+from torch._inductor.codegen.common import BracesBuffer
 from torch._inductor.codegen.cpp import (
     CppKernelProxy,
     CppScheduling,
@@ -25,7 +31,7 @@ from torch._inductor.codegen.cpp import (
     CppVecKernel,
     CppVecOverrides,
 )
-from torch._inductor.codegen.cpp_utils import CppCSEVariable
+from torch._inductor.codegen.cpp_utils import DTYPE_TO_CPP, CppCSEVariable
 from torch._inductor.utils import IndentedBuffer, Placeholder, get_fused_kernel_name
 from torch._inductor.virtualized import V
 
@@ -35,6 +41,8 @@ from .kernel_modules import INCLUDE_DIR
 _CPP_PREFIX = "#include <torch/csrc/inductor/cpp_prefix.h>"
 _MATH_LIBRARY = f'#include "{os.path.join(INCLUDE_DIR, "mydev_math.h")}"'
 _REDUCTION_HELPERS = f'#include "{os.path.join(INCLUDE_DIR, "mydev_reduce.h")}"'
+_RANDOM_LIBRARY = f'#include "{os.path.join(INCLUDE_DIR, "mydev_random.h")}"'
+_BOOL_MASKS = f'#include "{os.path.join(INCLUDE_DIR, "mydev_bool_masks.h")}"'
 # cpp_prefix.h's cascade-summation helper and its functions, as Inductor's
 # C++ generator writes them (unqualified), not names already in a namespace.
 _CASCADE_SUM_NAMES = re.compile(r"(?<![\w:])(CascadeSumHelper|cascade_sum_combine|cascade_sum_final)\b")
@@ -49,6 +57,8 @@ def with_device_library(src_code: str) -> str:
     less)."""
     src_code, cascade_sums = _CASCADE_SUM_NAMES.subn(r"mydev_reduce::\1", src_code)
     headers = [_MATH_LIBRARY] if "mydev_math::" in src_code else []
+    headers += [_RANDOM_LIBRARY] if "mydev_random::" in src_code else []
+    headers += [_BOOL_MASKS] if "mydev_masks::" in src_code else []
     headers += [_REDUCTION_HELPERS] if cascade_sums else []
     if not headers:
         return src_code
@@ -62,8 +72,9 @@ def with_device_library(src_code: str) -> str:
 
 class _DeviceMathLibrary:
     """Put before a CppVecOverrides class: its vector ops, with the device
-    math library's functions for vectors (scalars, in loop tails and
-    reductions' scalar code, keep the C++ standard library's)."""
+    math and random-number libraries' functions for vectors (scalars, in loop
+    tails and reductions' scalar code, keep the C++ standard library's and
+    cpp_prefix.h's)."""
 
     def __new__(cls, *args, **kwargs):
         self = super().__new__(cls, *args, **kwargs)
@@ -75,6 +86,8 @@ class _DeviceMathLibrary:
             ("expm1", lambda x: f"mydev_math::expm1({x})"),
         ):
             setattr(self, name, _vector_or_scalar(vector_form, getattr(self, name)))
+        for name, draw in (("rand", "uniform"), ("randn", "normal")):
+            setattr(self, name, _vector_of_draws(draw, getattr(self, name)))
         return self
 
 
@@ -87,6 +100,31 @@ def _vector_or_scalar(vector_form, inherited):
     return op
 
 
+def _vector_of_draws(draw, inherited):
+    """ops.rand or ops.randn: for a vector of offsets, one call that draws
+    every lane (mydev_random::<draw>), in the lambda Inductor's own code has
+    (offsets stored to an array, results loaded back as a vector)."""
+
+    def op(seed, offset):
+        if not (isinstance(offset, CppCSEVariable) and offset.is_vec) or getattr(seed, "is_vec", False):
+            return inherited(seed, offset)
+        lanes = V.kernel.tiling_factor
+        vectors = V.kernel._get_num_vectors(dtype=torch.float32)
+        result_type = "at::vec::Vectorized<float>" if vectors == 1 else f"at::vec::VectorizedN<float, {vectors}>"
+        code = BracesBuffer()
+        code.writeline("[&]()")
+        with code.indent():
+            code.writeline(f"{DTYPE_TO_CPP[offset.dtype]} offset[{lanes}];")
+            code.writeline(f"float result[{lanes}];")
+            code.writeline(f"{offset}.store(offset);")
+            code.writeline(f"mydev_random::{draw}({seed}, offset, result);")
+            code.writeline(f"return {result_type}::loadu(result);")
+        code.writeline("()")
+        return code
+
+    return op
+
+
 class MydevVecOverrides(_DeviceMathLibrary, CppVecOverrides):
     pass
 
@@ -95,11 +133,42 @@ class MydevTile2DOverrides(_DeviceMathLibrary, CppTile2DOverrides):
     pass
 
 
-class MydevVecKernel(CppVecKernel):
+class _DeviceBoolMasks:
+    """Put before a CppVecKernel class: its contiguous loads and stores of
+    bool tensors as lane masks go through the device's mask functions
+    (mydev_masks::load and store, same arguments as ATen's VecMask::from and
+    VecMask::store that Inductor writes). A line in another form (a masked
+    or strided access, or torch writing these differently) stays as
+    Inductor wrote it."""
+
+    def _get_vec_load_line(self, var, index, dtype, load_mask=None):
+        line = super()._get_vec_load_line(var, index, dtype, load_mask)
+        if dtype != torch.bool:
+            return line
+        mask_type = self._get_mask_type()
+        prefix = f"{mask_type}::from("
+        if not line.startswith(prefix):
+            return line
+        return f"mydev_masks::load<{mask_type}>({line[len(prefix) :]}"
+
+    def _get_store_line(self, value, var, index, dtype, accu_store=False):
+        code = super()._get_store_line(value, var, index, dtype, accu_store)
+        if dtype != torch.bool:
+            return code
+        lines = code.getvalue().splitlines()
+        prefix = f"{value}.store("
+        if len(lines) != 1 or not lines[0].startswith(prefix):
+            return code
+        rewritten = IndentedBuffer()
+        rewritten.writeline(f"mydev_masks::store({value}, {lines[0][len(prefix) :]}")
+        return rewritten
+
+
+class MydevVecKernel(_DeviceBoolMasks, CppVecKernel):
     overrides = MydevVecOverrides
 
 
-class MydevTile2DKernel(CppTile2DKernel):
+class MydevTile2DKernel(_DeviceBoolMasks, CppTile2DKernel):
     overrides = MydevTile2DOverrides
 
 

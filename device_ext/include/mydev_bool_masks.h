@@ -1,0 +1,65 @@
+// Boolean tensors in the vectorized kernels torch.compile builds for mydev:
+// a vector's worth of bools loaded into a lane mask, and a lane mask stored
+// back as bools (dropout's keep-masks, attention masks, where's conditions).
+//
+// ATen's VecMask::from(const bool*, count) and VecMask::store(bool*, count)
+// go through a scalar loop per lane and a round trip through memory; in a
+// compiled GPT-2 training step they were a third of the softmax-and-dropout
+// kernels' time. For a float mask of one AVX-512 vector (the mask type
+// Inductor uses for float32 kernels) the bytes move in one masked load or
+// store and the lanes in one compare. Other mask types, and machines without
+// AVX-512, keep ATen's functions.
+//
+// Same results as ATen's: a lane is true when its byte is nonzero and is
+// stored as 1 when any of its mask bits is set; lanes at and beyond `count`
+// are neither read nor written.
+#pragma once
+
+#include <ATen/cpu/vec/vec.h>
+
+#include <cstdint>
+
+namespace mydev_masks {
+
+template <typename Mask>
+inline Mask load(const bool* bytes, int64_t count) {
+  return Mask::from(bytes, static_cast<int>(count));
+}
+
+template <typename Mask>
+inline void store(const Mask& mask, bool* bytes, int64_t count) {
+  Mask(mask).store(bytes, static_cast<int>(count));
+}
+
+#if defined(CPU_CAPABILITY_AVX512)
+
+using FloatMask = at::vec::VecMask<float, 1>;
+static_assert(FloatMask::size() == 16, "one AVX-512 vector of floats");
+
+namespace detail {
+inline __mmask16 firstLanes(int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xFFFF)
+                     : static_cast<__mmask16>((1u << count) - 1u);
+}
+}  // namespace detail
+
+template <>
+inline FloatMask load<FloatMask>(const bool* bytes, int64_t count) {
+  const __m128i loaded = _mm_maskz_loadu_epi8(detail::firstLanes(count), bytes);
+  const __mmask16 lanes = _mm_test_epi8_mask(loaded, loaded);
+  return FloatMask(at::vec::Vectorized<float>(
+      _mm512_castsi512_ps(_mm512_movm_epi32(lanes))));
+}
+
+template <>
+inline void store<FloatMask>(const FloatMask& mask, bool* bytes,
+                             int64_t count) {
+  const __m512i bits = _mm512_castps_si512(at::vec::Vectorized<float>(mask));
+  const __mmask16 lanes = _mm512_test_epi32_mask(bits, bits);
+  _mm_mask_storeu_epi8(bytes, detail::firstLanes(count),
+                       _mm_maskz_set1_epi8(lanes, 1));
+}
+
+#endif  // CPU_CAPABILITY_AVX512
+
+}  // namespace mydev_masks
