@@ -2,13 +2,13 @@
 
 Each model of the suite torch.compile on mydev is validated with
 (``benchmarks/model_suite.py``: mlp, cnn, transformer_block,
-rmsnorm_swiglu_block) is timed in two workloads, each compiled in two modes
-(Inductor's defaults, and ``mode="max-autotune"`` on both devices):
+rmsnorm_swiglu_block), and the suite's model with dropout
+(dropout_transformer_block, a GPT-2 block), is timed in two workloads, each
+compiled in two modes (Inductor's defaults, and ``mode="max-autotune"`` on
+both devices):
 
-* inference: one forward under ``torch.no_grad()``; the cnn runs in eval
-  mode (BatchNorm with its running statistics, as inference does), the other
-  models in the train mode the suite builds them in (none of them has a layer
-  whose forward depends on the mode);
+* inference: one forward under ``torch.no_grad()`` in eval mode (BatchNorm
+  with its running statistics, no dropout, as inference does);
 * training step: forward, ``loss_fn``, backward, ``SGD.step()`` (momentum
   0.9, ``foreach=True`` on both sides) and ``zero_grad(set_to_none=True)``;
   only the model is compiled, the loss and the optimizer run eagerly.
@@ -53,7 +53,6 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
-from torch import nn
 
 # harness.py sits next to this script; the insert lets the script be imported
 # from elsewhere too.
@@ -75,7 +74,7 @@ from harness import (  # noqa: E402
     run_benchmark,
     sync_devices,
 )
-from model_suite import CASES, ModelCase, loss_fn  # noqa: E402
+from model_suite import CASES, RANDOM_CASES, ModelCase, loss_fn  # noqa: E402
 
 DEVICE = "mydev:0"
 SPEEDUP_TARGET = 1.0  # compiled mydev must beat eager mydev: eager / compiled > this
@@ -192,10 +191,6 @@ class Row:
 # --------------------------------------------------------------- variants --
 
 
-def _has_batchnorm(model: nn.Module) -> bool:
-    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
-
-
 def make_workload(
     case: ModelCase,
     phase: str,
@@ -210,7 +205,7 @@ def make_workload(
     model, x = case.make(size, device)
     fn = torch.compile(model, backend=backend, mode=mode) if compiled else model
     if phase == "inference":
-        model.train(not _has_batchnorm(model))
+        model.eval()
 
         def forward() -> None:
             with torch.no_grad():
@@ -319,7 +314,7 @@ def _load_drift(row: Row) -> str:
 # ------------------------------------------------------------------ output --
 
 _PHASE_WHAT = {
-    "inference": "Inference: forward under torch.no_grad (cnn in eval mode)",
+    "inference": "Inference: forward under torch.no_grad, in eval mode",
     "training": "Training step: forward, loss, backward, SGD foreach step, zero_grad",
 }
 SECTION_TITLES = {
@@ -397,7 +392,7 @@ def measure_all(budget: CompileBudget) -> List[Row]:
     rows = []
     for mode in MODES:
         for phase in PHASES:
-            for case in CASES.values():
+            for case in [*CASES.values(), *RANDOM_CASES.values()]:
                 progress(f"{section_of(phase, mode)} {case.name} (size {budget.size!r})")
                 rows.append(measure(case, phase, budget, mode))
                 # Drops the row's compiled graphs (guards, cache entries) so

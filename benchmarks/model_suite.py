@@ -85,6 +85,35 @@ class TransformerBlock(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
 
 
+class DropoutTransformerBlock(nn.Module):
+    """A GPT-2 block as Hugging Face transformers writes it: an additive
+    causal mask and dropout on the attention weights (which send
+    scaled_dot_product_attention down its math path), and dropout on each
+    residual branch."""
+
+    def __init__(self, width: int, heads: int = 4, dropout: float = 0.1):
+        super().__init__()
+        self.heads = heads
+        self.dropout = dropout
+        self.norm1 = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.norm2 = nn.LayerNorm(width)
+        self.fc1 = nn.Linear(width, 4 * width)
+        self.fc2 = nn.Linear(4 * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, width = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(width, dim=-1)
+        q, k, v = (t.view(batch, seq, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        causal = torch.ones(seq, seq, dtype=torch.bool, device=x.device).tril()
+        mask = torch.zeros(seq, seq, device=x.device).masked_fill(~causal, float("-inf"))
+        p = self.dropout if self.training else 0.0
+        attention = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        x = x + F.dropout(self.proj(attention.transpose(1, 2).reshape(batch, seq, width)), p, self.training)
+        return x + F.dropout(self.fc2(F.gelu(self.fc1(self.norm2(x)))), p, self.training)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, width: int, eps: float = 1e-6):
         super().__init__()
@@ -142,4 +171,12 @@ CASES: Dict[str, ModelCase] = {
         ModelCase("transformer_block", TransformerBlock, lambda b, w, s: (b, s, w)),
         ModelCase("rmsnorm_swiglu_block", RMSNormSwiGLUBlock, lambda b, w, s: (b, s, w)),
     )
+}
+
+# Models whose training draws random numbers (dropout): timed by
+# benchmarks/compile.py, not in CASES, whose tests compare results with the
+# CPU's value for value.
+RANDOM_CASES: Dict[str, ModelCase] = {
+    case.name: case
+    for case in (ModelCase("dropout_transformer_block", DropoutTransformerBlock, lambda b, w, s: (b, s, w)),)
 }
