@@ -85,22 +85,15 @@ class TransformerBlock(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
 
 
-class DropoutTransformerBlock(nn.Module):
-    """A GPT-2 block as Hugging Face transformers writes it: an additive
-    causal mask and dropout on the attention weights (which send
-    scaled_dot_product_attention down its math path), and dropout on each
-    residual branch."""
+class DropoutTransformerBlock(TransformerBlock):
+    """TransformerBlock's layers in a GPT-2 block as Hugging Face
+    transformers writes it: an additive causal mask and dropout on the
+    attention weights (which send scaled_dot_product_attention down its math
+    path), and dropout on each residual branch."""
 
     def __init__(self, width: int, heads: int = 4, dropout: float = 0.1):
-        super().__init__()
-        self.heads = heads
+        super().__init__(width, heads)
         self.dropout = dropout
-        self.norm1 = nn.LayerNorm(width)
-        self.qkv = nn.Linear(width, 3 * width)
-        self.proj = nn.Linear(width, width)
-        self.norm2 = nn.LayerNorm(width)
-        self.fc1 = nn.Linear(width, 4 * width)
-        self.fc2 = nn.Linear(4 * width, width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq, width = x.shape

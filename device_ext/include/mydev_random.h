@@ -23,6 +23,8 @@
 // tests/test_compile_random.py compares the two paths lane for lane.
 #pragma once
 
+#include <torch/csrc/inductor/cpp_prefix.h>
+
 #include <cmath>
 #include <cstdint>
 
@@ -124,24 +126,18 @@ inline void philoxFirstWords(uint32_t seed, const Offset (&offset)[Lanes],
     key0 += kKeyIncrementA;
     key1 += kKeyIncrementB;
   }
-  for (int group = 0; group < kGroups; ++group) {
-    store(slots + group * kSlotsPerVector, c0[group]);
-  }
-  for (int lane = 0; lane < Lanes; ++lane) {
-    word0[lane] = static_cast<uint32_t>(slots[lane]);
-  }
-  for (int group = 0; group < kGroups; ++group) {
-    store(slots + group * kSlotsPerVector, c1[group]);
-  }
-  for (int lane = 0; lane < Lanes; ++lane) {
-    word1[lane] = static_cast<uint32_t>(slots[lane]);
-  }
-}
-
-// cpp_prefix.h's uint32_to_uniform_float: 31 bits scaled into [0, 1).
-inline float uniformFromWord(uint32_t word) {
-  constexpr float kScale = 4.6566127342e-10f;
-  return static_cast<float>(word & 0x7FFFFFFF) * kScale;
+  // A word is the low half of its lane's slot.
+  const auto lowHalves = [&slots](const Slots(&words)[kGroups],
+                                  uint32_t(&out)[Lanes]) {
+    for (int group = 0; group < kGroups; ++group) {
+      store(slots + group * kSlotsPerVector, words[group]);
+    }
+    for (int lane = 0; lane < Lanes; ++lane) {
+      out[lane] = static_cast<uint32_t>(slots[lane]);
+    }
+  };
+  lowHalves(c0, word0);
+  lowHalves(c1, word1);
 }
 
 }  // namespace detail
@@ -153,7 +149,7 @@ inline void uniform(uint32_t seed, const Offset (&offset)[Lanes],
   uint32_t word0[Lanes], word1[Lanes];
   detail::philoxFirstWords(seed, offset, word0, word1);
   for (int lane = 0; lane < Lanes; ++lane) {
-    result[lane] = detail::uniformFromWord(word0[lane]);
+    result[lane] = uint32_to_uniform_float(word0[lane]);
   }
 }
 
@@ -165,8 +161,8 @@ inline void normal(uint32_t seed, const Offset (&offset)[Lanes],
   uint32_t word0[Lanes], word1[Lanes];
   detail::philoxFirstWords(seed, offset, word0, word1);
   for (int lane = 0; lane < Lanes; ++lane) {
-    const float u1 = 1 - detail::uniformFromWord(word0[lane]);
-    const float u2 = 1 - detail::uniformFromWord(word1[lane]);
+    const float u1 = 1 - uint32_to_uniform_float(word0[lane]);
+    const float u2 = 1 - uint32_to_uniform_float(word1[lane]);
     result[lane] = static_cast<float>(std::sqrt(-2.0 * std::log(u1)) *
                                       std::cos(2.0 * M_PI * u2));
   }
