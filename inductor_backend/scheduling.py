@@ -168,7 +168,12 @@ class MydevVecKernel(_DeviceBoolMasks, CppVecKernel):
     overrides = MydevVecOverrides
 
 
-class MydevTile2DKernel(_DeviceBoolMasks, CppTile2DKernel):
+class MydevTile2DKernel(MydevVecKernel, CppTile2DKernel):
+    # A subclass of MydevVecKernel, as CppTile2DKernel is of CppVecKernel:
+    # Inductor's CppKernelProxy asserts that every tiled loop's kernel is an
+    # instance of its vec_kernel_cls (when it merges the reduction buffers
+    # of an outer loop whose kernels are all 2-D tiles; a BatchNorm backward
+    # over a channels-last convolution output).
     overrides = MydevTile2DOverrides
 
 

@@ -365,6 +365,27 @@ def test_compiled_backward_gradients_match_cpu():
         assert_launches_on_raw_streams(code)
 
 
+def channel_statistics(grad, conv_out, mean, rstd):
+    """BatchNorm backward's per-channel sums over a contiguous gradient and a
+    channels-last convolution output (a Hugging Face ResNet's training step
+    has them): Inductor fuses both reductions under one loop over channels,
+    and every loop of that kernel is a 2-D (transposing) tile."""
+    grad_sum = grad.sum((0, 2, 3))
+    centred_sum = (grad * (conv_out - mean[None, :, None, None])).sum((0, 2, 3))
+    return grad_sum, centred_sum * rstd
+
+
+def test_reductions_of_transposing_tiles_under_one_outer_loop():
+    # Device-generated inputs, one of them channels-last.
+    grad = torch.randn(8, 32, 48, 48, device=D)
+    conv_out = torch.randn(8, 32, 48, 48, device=D).contiguous(memory_format=torch.channels_last)
+    mean, rstd = torch.randn(32, device=D), torch.rand(32, device=D)
+    out, (code,) = run_and_get_code(torch.compile(channel_statistics, fullgraph=True), grad, conv_out, mean, rstd)
+    assert "transpose_mxn" in code, "expected a 2-D tiled (transposing) kernel"
+    expected = channel_statistics(grad.cpu(), conv_out.cpu(), mean.cpu(), rstd.cpu())
+    assert_close_to_cpu(out, expected, device=D, rtol=RTOL, atol=1e-3)
+
+
 # ---------------------------------------------------------------- autocast --
 def autocast_matmul(a, b):
     with torch.autocast("mydev", dtype=torch.bfloat16):
