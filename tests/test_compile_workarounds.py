@@ -294,6 +294,45 @@ def test_select_conv_backend_answers_like_the_cpu_for_mydev():
     assert "AssertionError" in original["error"] and "stride" in original["error"], original["error"]
 
 
+def test_compiled_conv1d_and_conv3d_train_in_a_plain_script():
+    """The adjustment above runs the CPU's selection on real stand-ins, and
+    for a 1-d convolution that selection views the stand-ins as 2-d: run
+    under the fake mode, those views were refused and every compiled Conv1d
+    (Whisper's audio encoder) failed to trace. A user's script: Conv1d and
+    Conv3d models compiled for a training step, gradients against the same
+    step eagerly on the CPU."""
+    completed = run_python(
+        """
+        import copy
+        import torch
+        from torch import nn
+
+        def train_step(model, x):
+            model.zero_grad()
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            return loss.detach(), [p.grad for p in model.parameters()]
+
+        for conv, shape in ((nn.Conv1d(8, 16, 3, padding=1), (4, 8, 32)),
+                            (nn.Conv3d(3, 6, 3, padding=1), (2, 3, 6, 8, 8))):
+            torch.manual_seed(0)
+            cpu_model = nn.Sequential(conv, nn.GELU(), conv.__class__(conv.out_channels, 4, 1))
+            model = copy.deepcopy(cpu_model).to("mydev")
+            x = torch.randn(shape, device="mydev")
+            loss, grads = train_step(torch.compile(model), x)
+            cpu_loss, cpu_grads = train_step(cpu_model, x.cpu())
+            assert loss.device.type == "mydev"
+            torch.testing.assert_close(loss.cpu(), cpu_loss, rtol=1e-4, atol=1e-5)
+            for grad, cpu_grad in zip(grads, cpu_grads):
+                torch.testing.assert_close(grad.cpu(), cpu_grad, rtol=1e-4, atol=1e-5)
+            print(type(conv).__name__, "trained")
+        """,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.split() == ["Conv1d", "trained", "Conv3d", "trained"], completed.stdout
+
+
 # A user-defined Triton kernel must live in a file (Triton reads its source).
 USER_KERNEL_MODULE = '''
 import os, sys, tempfile

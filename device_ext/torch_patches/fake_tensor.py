@@ -22,27 +22,31 @@ from ..device_name import DEVICE_NAME
 
 def _select_conv_backend_like_the_cpu(select_conv_backend: Callable[..., Any]) -> Callable[..., Any]:
     # The CPU's choice only depends on sizes, strides and dtypes, so CPU
-    # stand-ins of the same layout answer for mydev tensors.
+    # stand-ins of the same layout answer for mydev tensors. The stand-ins
+    # are real tensors, and the CPU's selection runs ops on them (a 1-d
+    # convolution is viewed as a 2-d one through unsqueeze), so it runs
+    # outside the fake mode: inside it, FakeTensor refuses real inputs and a
+    # compiled Conv1d failed to trace.
     def select(input: torch.Tensor, weight: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if input.device.type != DEVICE_NAME:
             return select_conv_backend(input, weight, *args, **kwargs)
-        bias = kwargs.get("bias")
-        if isinstance(bias, torch.Tensor):
-            kwargs = {**kwargs, "bias": _cpu_stand_in(bias)}
-        return select_conv_backend(_cpu_stand_in(input), _cpu_stand_in(weight), *args, **kwargs)
+        with torch._subclasses.fake_tensor.unset_fake_temporarily():
+            bias = kwargs.get("bias")
+            if isinstance(bias, torch.Tensor):
+                kwargs = {**kwargs, "bias": _cpu_stand_in(bias)}
+            return select_conv_backend(_cpu_stand_in(input), _cpu_stand_in(weight), *args, **kwargs)
 
     select.__wrapped__ = select_conv_backend  # type: ignore[attr-defined]
     return select
 
 
 def _cpu_stand_in(tensor: torch.Tensor) -> torch.Tensor:
-    with torch._subclasses.fake_tensor.unset_fake_temporarily():
-        return torch.empty_strided(
-            tuple(int(s) for s in tensor.shape),
-            tuple(int(s) for s in tensor.stride()),
-            dtype=tensor.dtype,
-            device="cpu",
-        )
+    return torch.empty_strided(
+        tuple(int(s) for s in tensor.shape),
+        tuple(int(s) for s in tensor.stride()),
+        dtype=tensor.dtype,
+        device="cpu",
+    )
 
 
 def apply() -> None:
