@@ -28,4 +28,16 @@ kernel_language: str = os.environ.get("MYDEV_INDUCTOR_KERNEL_LANGUAGE", "cpp")
 # Graphs cached by another build of torch-mydev are not reused.
 build_fingerprint: str = _fingerprints.build_fingerprint(_C.__file__, os.path.dirname(__file__))
 
+# Nor graphs generated for another vector ISA: a cached graph holds its
+# kernels' source, whose loops step by that ISA's vector width, and the
+# kernels are rebuilt for the ISA of the process that loads them. Inductor's
+# FX graph cache key does not name the ISA (torch 2.13), so a graph cached
+# under ATEN_CPU_CAPABILITY=avx2, or on an AVX2 host sharing the cache
+# directory, overran its buffers when an AVX-512 process loaded it (heap
+# corruption; the CPU's own compiled graphs do the same). ATen's capability
+# (the CPU's, lowered by ATEN_CPU_CAPABILITY) is what Inductor picks the ISA
+# from, and reading it costs nothing, where Inductor's own pick builds probe
+# programs.
+vector_isa: str = _fingerprints.vector_isa()
+
 install_config_module(sys.modules[__name__])

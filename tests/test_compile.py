@@ -9,6 +9,7 @@ rtol/atol 1e-4 rather than bitwise. Processes that need their own
 environment (TORCH_LOGS, a fresh cache directory) run in a subprocess.
 """
 
+import json
 import re
 import shutil
 
@@ -472,6 +473,44 @@ def test_fx_graph_cache_hits_across_processes_and_is_keyed_by_mydev_config(tmp_p
         {},  # the same graph: loaded from the cache
         {"build_fingerprint": "another-build"},  # another torch-mydev build: a new entry
     ) == [(1, 0), (0, 1)]
+
+
+_COMPILE_UNDER_ISA = """
+import json, torch
+from torch._dynamo.utils import counters
+
+def above_and_scaled(x):
+    return x > 0.25, torch.where(x > 0, x, -x) * 2
+
+x = torch.randn(8, 37, device="mydev")
+above, scaled = torch.compile(above_and_scaled)(x)
+expected_above, expected_scaled = above_and_scaled(x.cpu())
+print(json.dumps({
+    "hit": counters["inductor"]["fxgraph_cache_hit"],
+    "exact": torch.equal(above.cpu(), expected_above) and torch.equal(scaled.cpu(), expected_scaled),
+}))
+"""
+
+
+def test_fx_graph_cache_is_keyed_by_the_vector_isa(tmp_path):
+    """A graph cached for one vector ISA holds kernels whose loops step by
+    that ISA's width; loaded by a process of a wider ISA, it overran its
+    buffers. Processes under two ISAs share one cache directory: each
+    compiles its own graph, and a second process of the first ISA hits."""
+    own = torch.backends.cpu.get_cpu_capability().lower()
+    lower = {"avx512": "avx2", "avx2": "default"}.get(own)
+    if lower is None:
+        pytest.skip(f"no narrower vector ISA than {own!r} to compare with")
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"}
+
+    def compile_under(isa):
+        result = run_python(_COMPILE_UNDER_ISA, env={**env, "ATEN_CPU_CAPABILITY": isa}, timeout=240)
+        assert result.returncode == 0, f"{isa}: {result.stderr[-2000:]}"
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    assert compile_under(lower) == {"hit": 0, "exact": True}
+    assert compile_under(own) == {"hit": 0, "exact": True}
+    assert compile_under(lower) == {"hit": 1, "exact": True}
 
 
 def test_kernel_cache_never_loads_a_module_built_against_other_device_headers(tmp_path):
