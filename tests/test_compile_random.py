@@ -170,6 +170,72 @@ def test_bool_tensors_load_and_store_as_the_cpu_computes_them():
     assert torch.equal(result.cpu(), torch.where(strided.cpu(), x.cpu(), 0.0))
 
 
+MASKS_AGAINST_ATEN = r"""
+#include <torch/csrc/inductor/cpp_prefix.h>
+#include "mydev_bool_masks.h"
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+using Mask = at::vec::VecMask<float, 1>;
+constexpr int kLanes = Mask::size();
+
+int main() {
+  std::mt19937 numbers(20261129);
+  int found = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    // Bytes past the lanes a count covers hold a marker: a load must not
+    // read them as lanes, a store must leave them as they are.
+    unsigned char source[2 * kLanes];
+    for (unsigned char& byte : source) byte = numbers() % 3 == 0 ? 0 : 1;
+    for (int count = 0; count <= kLanes; ++count) {
+      unsigned char input[2 * kLanes];
+      std::memcpy(input, source, sizeof input);
+      for (int i = count; i < 2 * kLanes; ++i) input[i] = 7;
+      const bool* bools = reinterpret_cast<const bool*>(input);
+      const Mask ours = mydev_masks::load<Mask>(bools, count);
+      const Mask atens = Mask::from(bools, count);
+      float ours_lanes[kLanes], atens_lanes[kLanes];
+      at::vec::Vectorized<float>(ours).store(ours_lanes);
+      at::vec::Vectorized<float>(atens).store(atens_lanes);
+      for (int lane = 0; lane < count; ++lane) {
+        found += std::memcmp(&ours_lanes[lane], &atens_lanes[lane], 4) != 0;
+      }
+      unsigned char stored[2 * kLanes], expected[2 * kLanes];
+      std::memset(stored, 9, sizeof stored);
+      std::memset(expected, 9, sizeof expected);
+      mydev_masks::store(atens, reinterpret_cast<bool*>(stored), count);
+      Mask(atens).store(reinterpret_cast<bool*>(expected), count);
+      found += std::memcmp(stored, expected, sizeof stored) != 0;
+    }
+  }
+  std::printf("%d\n", found);
+}
+"""
+
+
+def test_bool_masks_equal_atens_for_every_isa_this_cpu_runs(tmp_path):
+    """mydev_masks::load and store against ATen's VecMask::from and store,
+    in a C++ program built for each vector ISA this CPU can run (each has
+    its own code: masked byte moves on AVX-512, an 8-byte word on AVX2,
+    ATen's loop without one): random 0/1 bytes, every count from 0 to a
+    whole vector, bytes beyond the count neither read nor written."""
+    own = torch.backends.cpu.get_cpu_capability().lower()
+    isas = list(ISA_FLAGS)
+    runnable = isas[: isas.index(own) + 1] if own in isas else isas[:1]
+    source = tmp_path / "masks_against_aten.cpp"
+    source.write_text(MASKS_AGAINST_ATEN)
+    include = torch.utils.cpp_extension.include_paths()
+    for isa in runnable:
+        program = tmp_path / f"masks_{isa}"
+        command = ["g++", "-std=c++17", "-O2", *ISA_FLAGS[isa], f"-I{INCLUDE_DIR}"]
+        command += [f"-I{path}" for path in include] + [str(source), "-o", str(program)]
+        subprocess.run(command, check=True, capture_output=True, timeout=300)
+        ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.split() == ["0"], f"{isa}: {ran.stdout} mismatches"
+
+
 def test_compiled_dropout_training_in_a_plain_script():
     """A user's script: a small model with dropout, compiled, trained for a
     few steps on mydev; the loss falls, dropout keeps about 1 - p of the
