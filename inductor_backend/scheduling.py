@@ -170,10 +170,10 @@ class MydevVecKernel(_DeviceBoolMasks, CppVecKernel):
 
 class MydevTile2DKernel(MydevVecKernel, CppTile2DKernel):
     # A subclass of MydevVecKernel, as CppTile2DKernel is of CppVecKernel:
-    # Inductor's CppKernelProxy asserts that every tiled loop's kernel is an
-    # instance of its vec_kernel_cls (when it merges the reduction buffers
-    # of an outer loop whose kernels are all 2-D tiles; a BatchNorm backward
-    # over a channels-last convolution output).
+    # when Inductor's CppKernelProxy merges the reduction buffers of an
+    # outer loop, it asserts that the main loop's kernel is an instance of
+    # its vec_kernel_cls, and that kernel is a 2-D tile when every loop is
+    # one (a BatchNorm backward over a channels-last convolution output).
     overrides = MydevTile2DOverrides
 
 
