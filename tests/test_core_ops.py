@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 
-from mydev_testing import COMMON_DTYPES, hold_stream, release_from_another_thread
+from mydev_testing import COMMON_DTYPES, hold_stream, release_from_another_thread, run_python
 
 D = "mydev:0"
 D1 = "mydev:1"
@@ -1339,3 +1339,64 @@ def test_outputs_keep_the_cpu_layout_where_meta_kernels_disagree():
         got, expected = fn(x), fn(x.cpu())
         assert (got.shape, got.stride(), got.dtype) == (expected.shape, expected.stride(), expected.dtype), name
         torch.testing.assert_close(got.cpu(), expected, msg=name)
+
+
+FLOOR_DIVISION_SCRIPT = """
+import torch
+
+g = torch.Generator(device="mydev").manual_seed(0)
+ints = torch.randint(-50, 50, (6, 7), device="mydev", generator=g)
+floats = torch.randn(6, 7, device="mydev", generator=g)
+divisors = torch.randint(1, 9, (7,), device="mydev", generator=g)
+in_place = ints.clone()
+out = torch.empty(6, 7, dtype=torch.int64, device="mydev")
+torch.mydev.synchronize()
+
+latch = torch.mydev._debug.hold_stream()
+results = {
+    "int // int": ints // 7,
+    "int // tensor": ints // divisors,
+    "float // float": floats // 0.3,
+    "floor_divide(float, tensor)": torch.floor_divide(floats, divisors),
+    "int //= int": in_place.floor_divide_(3),
+    "out=": torch.floor_divide(ints, divisors, out=out),
+}
+# Every call above returned while the stream was held: none waited for it.
+assert torch.mydev.current_stream().query() is False
+latch.release()
+torch.mydev.synchronize()
+h_ints, h_floats, h_divisors = ints.cpu(), floats.cpu(), divisors.cpu()
+expected = {
+    "int // int": h_ints // 7,
+    "int // tensor": h_ints // h_divisors,
+    "float // float": h_floats // 0.3,
+    "floor_divide(float, tensor)": torch.floor_divide(h_floats, h_divisors),
+    "int //= int": h_ints // 3,
+    "out=": h_ints // h_divisors,
+}
+for name, result in results.items():
+    assert result.device.type == "mydev", name
+    assert result.dtype == expected[name].dtype and result.stride() == expected[name].stride(), name
+    assert torch.equal(result.cpu(), expected[name]), name
+
+# Integer division by zero: the CPU kernel's error, at the next
+# synchronization, and the device still computes afterwards.
+zero = ints // torch.zeros((), dtype=torch.int64, device="mydev")
+try:
+    torch.mydev.synchronize()
+    raise AssertionError("no error for an integer division by zero")
+except RuntimeError as error:
+    assert "ZeroDivisionError" in str(error), error
+assert torch.equal((ints // 5).cpu(), h_ints // 5)
+print("asynchronous and equal")
+"""
+
+
+def test_floor_division_is_queued_without_waiting_for_the_stream():
+    """`a // b` (floor_divide; torch's Meta kernel for it is Python) runs on
+    the device like any pointwise op: queued behind held work, not run
+    synchronously. A user's script in a fresh interpreter: while the stream
+    is held, a synchronizing call would block, so the timeout fails it."""
+    result = run_python(FLOOR_DIVISION_SCRIPT, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-3:] == ["asynchronous", "and", "equal"], result.stdout

@@ -9,6 +9,7 @@
 #include <ATen/ops/bmm_meta_dispatch.h>
 #include <ATen/ops/cat_meta_dispatch.h>
 #include <ATen/ops/clamp_min_meta_dispatch.h>
+#include <ATen/ops/div_meta_dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like_native.h>
 #include <ATen/ops/fill_meta_dispatch.h>
@@ -34,6 +35,7 @@ using UnaryInPlace = Tensor&(Tensor&);
 using UnaryOut = Tensor&(const Tensor&, Tensor&);
 using Binary = Tensor(const Tensor&, const Tensor&);
 using BinaryOut = Tensor&(const Tensor&, const Tensor&, Tensor&);
+using BinaryInPlace = Tensor&(Tensor&, const Tensor&);
 using TensorTriple = Tensor(const Tensor&, const Tensor&, const Tensor&);
 using MaskedFillInPlaceScalar = Tensor&(Tensor&, const Tensor&, const Scalar&);
 using MaskedFillInPlaceTensor = Tensor&(Tensor&, const Tensor&, const Tensor&);
@@ -401,6 +403,25 @@ Tensor& logicalBinaryOutMeta(const Tensor& self, const Tensor& other,
 }
 
 // hardswish's CPU kernel: a unary TensorIterator op.
+// floor_divide rounds toward -inf: div's "floor" mode, whose structured
+// Meta kernel lays the output out as floor_divide's CPU kernel does (a
+// binary TensorIterator; integers stay integers). torch's Meta kernel for it
+// is Python (torch._refs' decomposition, a dozen ops), and with it every
+// `a // b` on mydev ran synchronously, waiting for the whole stream (a beam
+// search divides token indices every step).
+Tensor floorDivideMeta(const Tensor& self, const Tensor& other) {
+  return at::meta::div(self, other, "floor");
+}
+
+Tensor& floorDivideInPlaceMeta(Tensor& self, const Tensor& other) {
+  return at::meta::div_(self, other, "floor");
+}
+
+Tensor& floorDivideOutMeta(const Tensor& self, const Tensor& other,
+                           Tensor& out) {
+  return at::meta::div_outf(self, other, "floor", out);
+}
+
 Tensor hardswishMeta(const Tensor& self) {
   Tensor result;
   return at::TensorIterator::unary_op(result, self).output();
@@ -438,8 +459,8 @@ Tensor dotMeta(const Tensor& self, const Tensor& other) {
 // accepts what the CPU kernel refuses: factories' fills and random
 // initialization, relu, indexing by tensors, the matrix products,
 // masked_fill, where, abs, isnan, the logical ops, hardtanh (ReLU6),
-// hardswish, nan_to_num, dot, flip, roll, std and var, addbmm, addr,
-// count_nonzero; then, each family in its own file, the layers
+// hardswish, floor_divide, nan_to_num, dot, flip, roll, std and var, addbmm,
+// addr, count_nonzero; then, each family in its own file, the layers
 // (convolution, normalizations, attention, forward and backward), the
 // activations and losses, the lookups and the draws; last, the _foreach_*
 // ops over the per-tensor ops listed before them. Ops missing here
@@ -491,6 +512,10 @@ const NativeMetaTable& nativeMetaKernels() {
       kernels.add<BinaryOut>(name, "out", &logicalBinaryOutMeta);
     }
     kernels.add<Unary>("aten::hardswish", "", &hardswishMeta);
+    kernels.add<Binary>("aten::floor_divide", "", &floorDivideMeta);
+    kernels.add<BinaryInPlace>("aten::floor_divide_", "Tensor",
+                               &floorDivideInPlaceMeta);
+    kernels.add<BinaryOut>("aten::floor_divide", "out", &floorDivideOutMeta);
     kernels.add<NanToNumOut>("aten::nan_to_num", "out", &nanToNumOutMeta);
     kernels.add<Binary>("aten::dot", "", &dotMeta);
     kernels.add<Binary>("aten::vdot", "", &dotMeta);
