@@ -33,6 +33,29 @@ ISA_FLAGS = {
     "avx512": ["-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma", "-DCPU_CAPABILITY_AVX512"],
 }
 
+
+def print_for_every_isa_this_cpu_runs(tmp_path, name, program_source, flags):
+    """{isa: what it printed} of ``program_source`` (a C++ program including
+    the device headers and torch's) built with ``flags`` for each vector ISA
+    this CPU can run and for none; each build must exit with 0."""
+    isas = list(ISA_FLAGS)
+    own = torch.backends.cpu.get_cpu_capability().lower()
+    runnable = isas[: isas.index(own) + 1] if own in isas else isas[:1]
+    source = tmp_path / f"{name}.cpp"
+    source.write_text(program_source)
+    include = [f"-I{path}" for path in torch.utils.cpp_extension.include_paths()]
+    printed = {}
+    for isa in runnable:
+        program = tmp_path / f"{name}_{isa}"
+        command = ["g++", "-std=c++17", *flags, *ISA_FLAGS[isa], f"-I{INCLUDE_DIR}", *include]
+        command += [str(source), "-o", str(program)]
+        subprocess.run(command, check=True, capture_output=True, timeout=300)
+        ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, f"{isa}: {ran.stderr}"
+        printed[isa] = ran.stdout
+    return printed
+
+
 LANE_BY_LANE = r"""
 #include <torch/csrc/inductor/cpp_prefix.h>
 #include "mydev_random.h"
@@ -73,21 +96,10 @@ def test_vector_draws_equal_the_scalar_draws_for_every_isa_this_cpu_runs(tmp_pat
     without one, with the floating-point flags Inductor builds kernels with
     (no contraction: fused into a multiply-add, randn's 1 - u may round
     differently in the vector and scalar loops)."""
-    isas = list(ISA_FLAGS)
-    own = torch.backends.cpu.get_cpu_capability().lower()
-    runnable = isas[: isas.index(own) + 1] if own in isas else isas[:1]
-    source = tmp_path / "lane_by_lane.cpp"
-    source.write_text(LANE_BY_LANE)
-    include = torch.utils.cpp_extension.include_paths()
     kernel_flags = [f"-{flag}" for flag in cpp_builder._get_ffast_math_flags()]
-    for isa in runnable:
-        program = tmp_path / f"lane_by_lane_{isa}"
-        command = ["g++", "-std=c++17", "-O3", *kernel_flags, *ISA_FLAGS[isa], f"-I{INCLUDE_DIR}"]
-        command += [f"-I{path}" for path in include] + [str(source), "-o", str(program)]
-        subprocess.run(command, check=True, capture_output=True, timeout=300)
-        ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=120)
-        assert ran.returncode == 0, ran.stderr
-        assert ran.stdout.split() == ["0"], f"{isa}: {ran.stdout} lanes differ"
+    printed = print_for_every_isa_this_cpu_runs(tmp_path, "lane_by_lane", LANE_BY_LANE, ["-O3", *kernel_flags])
+    for isa, stdout in printed.items():
+        assert stdout.split() == ["0"], f"{isa}: {stdout} lanes differ"
 
 
 def compiled_twice(function, *inputs, seed=7):
@@ -220,20 +232,9 @@ def test_bool_masks_equal_atens_for_every_isa_this_cpu_runs(tmp_path):
     its own code: masked byte moves on AVX-512, an 8-byte word on AVX2,
     ATen's loop without one): random 0/1 bytes, every count from 0 to a
     whole vector, bytes beyond the count neither read nor written."""
-    own = torch.backends.cpu.get_cpu_capability().lower()
-    isas = list(ISA_FLAGS)
-    runnable = isas[: isas.index(own) + 1] if own in isas else isas[:1]
-    source = tmp_path / "masks_against_aten.cpp"
-    source.write_text(MASKS_AGAINST_ATEN)
-    include = torch.utils.cpp_extension.include_paths()
-    for isa in runnable:
-        program = tmp_path / f"masks_{isa}"
-        command = ["g++", "-std=c++17", "-O2", *ISA_FLAGS[isa], f"-I{INCLUDE_DIR}"]
-        command += [f"-I{path}" for path in include] + [str(source), "-o", str(program)]
-        subprocess.run(command, check=True, capture_output=True, timeout=300)
-        ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=120)
-        assert ran.returncode == 0, ran.stderr
-        assert ran.stdout.split() == ["0"], f"{isa}: {ran.stdout} mismatches"
+    printed = print_for_every_isa_this_cpu_runs(tmp_path, "masks_against_aten", MASKS_AGAINST_ATEN, ["-O2"])
+    for isa, stdout in printed.items():
+        assert stdout.split() == ["0"], f"{isa}: {stdout} mismatches"
 
 
 def test_compiled_dropout_training_in_a_plain_script():
