@@ -11,6 +11,7 @@ or the environment variables named below.
 import os
 import sys
 
+import torch
 from torch.utils._config_module import install_config_module
 
 from device_ext import _C
@@ -38,6 +39,6 @@ build_fingerprint: str = _fingerprints.build_fingerprint(_C.__file__, os.path.di
 # (the CPU's, lowered by ATEN_CPU_CAPABILITY) is what Inductor picks the ISA
 # from, and reading it costs nothing, where Inductor's own pick builds probe
 # programs.
-vector_isa: str = _fingerprints.vector_isa()
+vector_isa: str = torch.backends.cpu.get_cpu_capability()
 
 install_config_module(sys.modules[__name__])

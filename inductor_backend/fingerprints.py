@@ -1,5 +1,4 @@
-"""What identifies a build of torch-mydev, and the vector ISA its kernels are
-generated for, to Inductor's caches.
+"""What identifies a build of torch-mydev to Inductor's caches.
 
 Inductor keys its on-disk kernel cache on the source text and compiler
 command only, and its FX graph cache on torch's and the device's configs; a
@@ -14,8 +13,6 @@ import glob
 import hashlib
 import os
 from typing import Iterable
-
-import torch
 
 
 def _digest(paths: Iterable[str]) -> "hashlib._Hash":
@@ -48,9 +45,3 @@ def build_fingerprint(extension_module: str, code_generators: str) -> str:
         digest.update(f"{stat.st_size}-{stat.st_mtime_ns}".encode())
     digest.update(headers_fingerprint(os.path.join(package_dir, "include")).encode())
     return digest.hexdigest()[:16]
-
-
-def vector_isa() -> str:
-    """The vector instruction set generated kernels are written for, as ATen
-    names it (AVX512, AVX2, DEFAULT, ...; ATEN_CPU_CAPABILITY can lower it)."""
-    return torch.backends.cpu.get_cpu_capability()
