@@ -76,10 +76,15 @@ class TransformerBlock(nn.Module):
         self.fc1 = nn.Linear(width, 4 * width)
         self.fc2 = nn.Linear(4 * width, width)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def query_key_value(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """q, k and v of the normed input, [batch, heads, seq, head size]."""
         batch, seq, width = x.shape
         q, k, v = self.qkv(self.norm1(x)).split(width, dim=-1)
-        q, k, v = (t.view(batch, seq, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        return tuple(t.view(batch, seq, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, width = x.shape
+        q, k, v = self.query_key_value(x)
         attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(attention.transpose(1, 2).reshape(batch, seq, width))
         return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
@@ -97,8 +102,7 @@ class DropoutTransformerBlock(TransformerBlock):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq, width = x.shape
-        q, k, v = self.qkv(self.norm1(x)).split(width, dim=-1)
-        q, k, v = (t.view(batch, seq, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        q, k, v = self.query_key_value(x)
         causal = torch.ones(seq, seq, dtype=torch.bool, device=x.device).tril()
         mask = torch.zeros(seq, seq, device=x.device).masked_fill(~causal, float("-inf"))
         p = self.dropout if self.training else 0.0
