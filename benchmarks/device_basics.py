@@ -1,6 +1,6 @@
 """Device basics of mydev, measured against the CPU in the same run.
 
-Three groups of measurements, each row a ratio mydev / CPU:
+The groups of measurements, each row a ratio mydev / CPU:
 
 * copy bandwidth (GB/s): host->device, device->host (pageable and pinned),
   device->device on one device and between two devices; baseline: a CPU
@@ -12,6 +12,12 @@ Three groups of measurements, each row a ratio mydev / CPU:
   launch + synchronize round trip, mydev only (the CPU launches nothing, so
   no ratio); a one-element ``x + 1``, many calls then one synchronize and
   each call synchronized, against the same ``x + 1`` on the CPU;
+* the first kernel after a host pause (us): a 256x256 matmul, synchronized,
+  issued after the host slept 1, 3 or 10 ms (a data-loading step, a
+  ``.item()`` and some Python), against the same in a CPU-only process;
+  information, no target (csrc/runtime/host_threads.h: the kernels'
+  OpenMP team that an idle executor gives back after 2 ms has to be started
+  again);
 * CPU code beside an idle device (ms): a small CPU training step after a
   mydev kernel has run parallel loops and the device has gone idle, against
   the same step before any mydev kernel ran, both in one fresh interpreter,
@@ -371,6 +377,72 @@ def launch_rows(budget: Budget) -> List[Row]:
     return rows
 
 
+# Pauses of the host before a kernel: shorter than the executor's team
+# release (host_threads.h), around it, and well beyond it.
+PAUSES_MS = (1, 3, 10)
+PAUSE_CALLS = 31
+
+# Each side in a fresh interpreter: in one process, a mydev launch gives back
+# the launching thread's OpenMP team (host_threads.h), which the CPU's next
+# parallel kernel would have to start again, so the CPU figure would not be a
+# CPU-only program's. Prints the median seconds per call for each pause.
+_AFTER_PAUSE = """
+import json, statistics, sys, time
+import torch
+
+device, pauses, calls = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+sync = torch.mydev.synchronize if device == "mydev" else (lambda: None)
+a = torch.randn(256, 256, device=device)
+for _ in range(5):
+    a @ a
+sync()
+medians = []
+for pause_ms in pauses:
+    seconds = []
+    for _ in range(calls):
+        time.sleep(pause_ms / 1e3)
+        start = time.perf_counter()
+        a @ a
+        sync()
+        seconds.append(time.perf_counter() - start)
+    medians.append(statistics.median(seconds))
+print(json.dumps(medians))
+"""
+
+
+def _medians_after_pauses(device: str) -> List[float]:
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_AFTER_PAUSE), device, json.dumps(PAUSES_MS), str(PAUSE_CALLS)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return json.loads(result.stdout)
+
+
+def after_pause_rows() -> List[Row]:
+    progress("first kernel after a host pause")
+    mydev, cpu = _medians_after_pauses("mydev"), _medians_after_pauses("cpu")
+    rows = []
+    for pause_ms, mydev_s, cpu_s in zip(PAUSES_MS, mydev, cpu):
+        rows.append(
+            Row(
+                section="pause",
+                what=f"256x256 matmul after a {pause_ms} ms pause",
+                size="-",
+                unit="us",
+                higher_is_better=False,
+                mydev=mydev_s * 1e6,
+                cpu=cpu_s * 1e6,
+                ratio=mydev_s / cpu_s,
+                note=f"median of {PAUSE_CALLS} calls, each synchronized after the host slept; "
+                "each side in a fresh interpreter of its own",
+            )
+        )
+    return rows
+
+
 # The measurement runs in a fresh interpreter: the "before" figure needs a
 # process in which no mydev kernel has started OpenMP threads yet. It times
 # with the harness, whose folder and budget it is given.
@@ -446,6 +518,8 @@ SECTION_TITLES = {
     "alloc": "Allocation latency, us per torch.empty + free (lower is better; "
     "ratio < 1: mydev faster). CPU baseline: torch.empty on the CPU.",
     "launch": "Launch latency, us per call (lower is better; ratio < 1: mydev faster). The note says what each side runs.",
+    "pause": "First kernel after a host pause, us per call (lower is better; information, no target): "
+    "the same call after the same pause, mydev and the CPU each in a process of its own.",
     "host": "CPU code beside an idle device, ms per step (lower is better; target <= 1.1): the same CPU work, "
     "in one fresh process, after and before mydev ran a parallel kernel.",
 }
@@ -477,6 +551,7 @@ def measure(budget: BasicsBudget) -> List[Row]:
     rows = copy_rows(budget, torch.mydev.device_count())
     rows += allocation_rows(budget)
     rows += launch_rows(budget)
+    rows += after_pause_rows()
     rows += cpu_beside_idle_device_rows(budget)
     return rows
 
