@@ -16,13 +16,12 @@ The groups of measurements, each row a ratio mydev / CPU:
   issued after the host slept 1, 3 or 10 ms (a data-loading step, a
   ``.item()`` and some Python), against the same in a CPU-only process;
   information, no target (csrc/runtime/host_threads.h: the kernels'
-  OpenMP team that an idle executor gives back after 2 ms has to be started
-  again);
+  OpenMP team, parked between kernels, given back after 50 ms of idle);
 * CPU code beside an idle device (ms): a small CPU training step after a
-  mydev kernel has run parallel loops and the device has gone idle, against
-  the same step before any mydev kernel ran, both in one fresh interpreter,
-  in several interpreters (target: at most 1.1x; csrc/runtime/host_threads.h
-  says why it was 3.5x).
+  mydev kernel has run parallel loops and the device has been idle for
+  100 ms, against the same step before any mydev kernel ran, both in one
+  fresh interpreter, in several interpreters (target: at most 1.1x;
+  csrc/runtime/host_threads.h says why it was 3.5x).
 
 The repetitions of a mydev figure and of its CPU baseline alternate, so
 both see the same machine load. Every figure is the median of its
@@ -377,8 +376,9 @@ def launch_rows(budget: Budget) -> List[Row]:
     return rows
 
 
-# Pauses of the host before a kernel: shorter than the executor's team
-# release (host_threads.h), around it, and well beyond it.
+# Pauses of the host before a kernel, all shorter than an idle executor
+# keeps its team (host_threads.h): a 2 ms release made the last two cost
+# milliseconds.
 PAUSES_MS = (1, 3, 10)
 PAUSE_CALLS = 31
 
@@ -468,7 +468,7 @@ def step():
 before = median_seconds(Timed(step), budget)
 a = torch.randn(512, 512, device="mydev")
 (a @ a).sum().item()  # a kernel with parallel loops, then the device idles
-time.sleep(0.05)
+time.sleep(0.1)  # longer than an idle executor keeps its team (50 ms)
 print(median_seconds(Timed(step), budget), before)
 """
 

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 // OpenMP, bound weakly: the driver carries no OpenMP of its own. In the
 // device library (linked with -fopenmp) these are torch's libgomp; in a
@@ -17,6 +19,12 @@
 extern "C" int omp_pause_resource_all(int kind) __attribute__((weak));
 extern "C" int omp_get_max_threads() __attribute__((weak));
 extern "C" void omp_set_num_threads(int count) __attribute__((weak));
+extern "C" int omp_get_thread_num() __attribute__((weak));
+// What `#pragma omp parallel num_threads(n)` compiles to, in libgomp's ABI:
+// the driver is compiled without OpenMP, so it starts a region through it.
+extern "C" void GOMP_parallel(void (*body)(void*), void* data,
+                              unsigned num_threads, unsigned flags)
+    __attribute__((weak));
 // MKL, torch's BLAS on x86, keeps a per-thread count of its own (0: MKL's
 // global one), which ATen sets with torch.set_num_threads; it returns the
 // count it replaces. Null where torch has no MKL. (MKL's lower-case
@@ -66,7 +74,41 @@ int64_t host_busy_ns() {
   return busy * (kNsPerSecond / ticks_per_second);
 }
 
+// A parked team: the region's thread 0 sleeps, the others wait for it.
+struct ParkedTeam {
+  const std::function<bool()>& sleep;
+  bool slept_until_work = false;
+  std::mutex mutex;
+  std::condition_variable woken;
+  bool awake = false;
+};
+
+void parked_region(void* data) {
+  ParkedTeam& team = *static_cast<ParkedTeam*>(data);
+  if (omp_get_thread_num() == 0) {
+    team.slept_until_work = team.sleep();
+    {
+      std::lock_guard<std::mutex> lock(team.mutex);
+      team.awake = true;
+    }
+    team.woken.notify_all();
+    return;
+  }
+  std::unique_lock<std::mutex> lock(team.mutex);
+  team.woken.wait(lock, [&] { return team.awake; });
+}
+
 }  // namespace
+
+bool park_host_threads_while(const std::function<bool()>& sleep) {
+  const int size = omp_get_max_threads != nullptr ? omp_get_max_threads() : 1;
+  if (GOMP_parallel == nullptr || omp_get_thread_num == nullptr || size <= 1) {
+    return sleep();
+  }
+  ParkedTeam team{sleep};
+  GOMP_parallel(&parked_region, &team, unsigned(size), /*flags=*/0);
+  return team.slept_until_work;
+}
 
 void release_host_threads() {
   // omp_pause_soft: the team's threads end; libgomp starts new ones at the

@@ -14,16 +14,33 @@
 //
 // Both sides give their team back when it is idle, since the two mostly
 // take turns (a phase of CPU work, then of device work):
-//  * an executor that has been idle for kReleaseHostThreadsAfter releases
+//  * an executor that has been idle for kReleaseKernelTeamAfter releases
 //    its team, so an idle device leaves the host's CPU code as it found it;
 //  * a host thread that submits device work releases its own team, at most
 //    once per kReleaseHostThreadsAfter, so the device's kernels do not pay
 //    for a team the host used before (measured: conv2d 3x3 on mydev went
 //    from 1.0x to 1.28x the CPU's time once the CPU's turns no longer
 //    slowed down, because the CPU's team was still there).
-// The next parallel region on either side starts a team again (tens of
-// microseconds). While both run parallel work at once, both teams exist:
-// the host is oversubscribed, as with any two parallel programs.
+// The next parallel region on either side starts a team again. That is not
+// cheap: libgomp starts the new thread, then spins at the region's barrier
+// while the scheduler has the new thread wait for a core, often the very
+// core the spinning thread holds, until its time slice ends. On a 2-core VM
+// a 256x256 matmul that takes 0.2 ms took 3-15 ms when its team had to be
+// started again (benchmarks/device_basics.py, "First kernel after a host
+// pause"). So the executor keeps its team across the pauses of a working
+// program (a data-loading step, a .item() and some Python) and gives it
+// back only after an idle long against that cost.
+//
+// Kept, the team must not spin: libgomp's threads spin for milliseconds
+// after a region (300000 pause instructions by default), and a thread
+// spinning after the device went idle holds a core that the host thread
+// and the executor need when the next launch wakes it (the launch then
+// waited a time slice, ~3 ms, one time in several). So an executor going to
+// sleep parks its team: the team's other threads wait on a condition
+// variable inside a region the executor holds while it sleeps
+// (park_host_threads_while), and leave it, warm, when work comes.
+// While both run parallel work at once, both teams exist: the host is
+// oversubscribed, as with any two parallel programs.
 //
 // Other processes take cores too. libgomp's threads spin between parallel
 // regions (torch loads libgomp before the extension, so OMP_WAIT_POLICY is
@@ -38,15 +55,28 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 
 #include "mydev_runtime.h"
 
 namespace mydev_sim {
 
-// Long against the gaps between launches of a busy host (microseconds) and
-// against starting a team again (tens of microseconds), short against a
-// phase of CPU work beside an idle device.
+// Long against the gaps between launches of a busy host (microseconds),
+// short against a phase of CPU work between device work.
 constexpr std::chrono::milliseconds kReleaseHostThreadsAfter{2};
+
+// Long against the pauses of a program that keeps the device working (a
+// few milliseconds) and against starting a team again (up to 15 ms, see
+// above), short against a phase of CPU work beside an idle device.
+constexpr std::chrono::milliseconds kReleaseKernelTeamAfter{50};
+
+// Runs `sleep` on the calling thread (an executor falling asleep) while the
+// other threads of its OpenMP team wait on a condition variable instead of
+// spinning, and returns what `sleep` returned once they have all left the
+// region. Without OpenMP in the process, or with a team of one, just runs
+// `sleep`. Starts the team if the thread has none: call it only on an
+// executor whose kernels ran since its team was released.
+bool park_host_threads_while(const std::function<bool()>& sleep);
 
 // Releases the calling thread's OpenMP team, if it has one and OpenMP is in
 // the process (the driver's own test program runs without it). Inside a

@@ -145,28 +145,47 @@ void Stream::wait_for_work() {
   // says how long.
   const auto start = AdaptiveSpin::Clock::now();
   if (work_spin_.spin([&] { return queue_.has_untaken(); }, start)) return;
+  // Asleep, the executor keeps its kernels' team parked, then gives it back
+  // (host_threads.h).
+  if (kernels_ran_since_release_) {
+    const auto release_at =
+        std::chrono::steady_clock::now() + kReleaseKernelTeamAfter;
+    if (park_host_threads_while([&] { return sleep_until_work(release_at); })) {
+      work_spin_.record_wait(start);
+      return;
+    }
+    release_host_threads();
+    kernels_ran_since_release_ = false;
+  }
+  sleep_until_work(std::nullopt);
+  work_spin_.record_wait(start);
+}
+
+bool Stream::sleep_until_work(
+    std::optional<std::chrono::steady_clock::time_point> deadline) {
   std::unique_lock<std::mutex> lock(sleep_mutex_);
-  bool released = false;
+  const auto has_work = [&] {
+    return queue_.has_untaken() || stop_.load(std::memory_order_relaxed);
+  };
+  bool work = false;
   for (;;) {
+    // Launches read the flag after queueing (see enqueue): either they see
+    // it and wake this thread, or the check below sees their task.
     executor_sleeping_.store(true, std::memory_order_seq_cst);
-    if (queue_.has_untaken() || stop_.load(std::memory_order_relaxed)) break;
-    if (released) {
+    if (has_work()) {
+      work = true;
+      break;
+    }
+    if (!deadline.has_value()) {
       work_cv_.wait(lock);
-    } else if (work_cv_.wait_for(lock, kReleaseHostThreadsAfter) ==
+    } else if (work_cv_.wait_until(lock, *deadline) ==
                std::cv_status::timeout) {
-      // Idle for a while: give the kernels' host threads back
-      // (host_threads.h). Launches meanwhile find the executor awake and
-      // the loop sees them before it sleeps again.
-      executor_sleeping_.store(false, std::memory_order_relaxed);
-      lock.unlock();
-      release_host_threads();
-      lock.lock();
-      released = true;
+      work = has_work();
+      break;
     }
   }
   executor_sleeping_.store(false, std::memory_order_relaxed);
-  lock.unlock();
-  work_spin_.record_wait(start);
+  return work;
 }
 
 void Stream::execute(const Task& task, uint64_t sequence) {
@@ -225,6 +244,7 @@ void Stream::run_kernel(const Task& task) {
     KernelSlot slot(device_->gate(), gate_level(priority_));
     if (!shutting_down()) {
       kernel_team_.before_kernel(KernelTeam::Clock::now());
+      kernels_ran_since_release_ = true;
       // Timed once the kernel holds a compute slot: that is when it runs.
       const int64_t start = task.activity ? activity_now() : 0;
       try {

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "host_threads.h"
@@ -80,6 +81,10 @@ class Stream {
   [[noreturn]] void park_for_exit();
   // Spins, then sleeps, until a task is queued or the stream stops.
   void wait_for_work();
+  // Sleeps until a task is queued or the stream stops (true), or until
+  // `deadline` (false; none: no deadline).
+  bool sleep_until_work(
+      std::optional<std::chrono::steady_clock::time_point> deadline);
 
   std::atomic<uint32_t> magic_;
   Device* const device_;
@@ -115,6 +120,9 @@ class Stream {
   AdaptiveSpin done_spin_;  // threads waiting for the stream's work
 
   KernelTeam kernel_team_;  // the executor's own
+  // Kernels ran since the executor last released its team (host_threads.h),
+  // so it may have one to park. Executor-thread state.
+  bool kernels_ran_since_release_ = false;
   std::thread executor_;
 };
 
