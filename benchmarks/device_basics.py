@@ -410,15 +410,21 @@ print(json.dumps(medians))
 """
 
 
-def _medians_after_pauses(device: str) -> List[float]:
+def _fresh_interpreter_stdout(script: str, *args: str) -> str:
+    """What ``script`` (one of this module's scripts) prints, run with
+    ``args`` in a fresh interpreter."""
     result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(_AFTER_PAUSE), device, json.dumps(PAUSES_MS), str(PAUSE_CALLS)],
+        [sys.executable, "-c", textwrap.dedent(script), *args],
         capture_output=True,
         text=True,
         timeout=300,
         check=True,
     )
-    return json.loads(result.stdout)
+    return result.stdout
+
+
+def _medians_after_pauses(device: str) -> List[float]:
+    return json.loads(_fresh_interpreter_stdout(_AFTER_PAUSE, device, json.dumps(PAUSES_MS), str(PAUSE_CALLS)))
 
 
 def after_pause_rows() -> List[Row]:
@@ -477,20 +483,12 @@ def cpu_beside_idle_device_rows(budget: BasicsBudget) -> List[Row]:
     progress("CPU code beside an idle device")
     befores, afters = [], []
     for _ in range(budget.idle_device_processes):
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                textwrap.dedent(_BESIDE_IDLE_DEVICE),
-                os.path.dirname(os.path.abspath(__file__)),
-                json.dumps({f.name: getattr(budget, f.name) for f in fields(Budget)}),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=True,
+        printed = _fresh_interpreter_stdout(
+            _BESIDE_IDLE_DEVICE,
+            os.path.dirname(os.path.abspath(__file__)),
+            json.dumps({f.name: getattr(budget, f.name) for f in fields(Budget)}),
         )
-        after, before = (float(v) for v in result.stdout.split())
+        after, before = (float(v) for v in printed.split())
         afters.append(after)
         befores.append(before)
     # "before" must be timed before any mydev kernel ran in the process and

@@ -31,15 +31,19 @@ import torch
 
 torch.set_num_threads(2)  # a team of two on any host
 
-def threads_named(prefix):
-    names = []
+def tasks_named(prefix):
+    tasks = []
     for task in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{task}/comm") as comm:
-                names.append(comm.read().strip())
+                if comm.read().startswith(prefix):
+                    tasks.append(task)
         except OSError:  # the thread ended while listed
             pass
-    return sum(name.startswith(prefix) for name in names)
+    return tasks
+
+def threads_named(prefix):
+    return len(tasks_named(prefix))
 
 def executor_threads():
     return threads_named("mydev0-s")
@@ -105,14 +109,11 @@ _PARKED_SCRIPT = (
 def executor_cpu_ms():
     # CPU time of the executor and its team's threads, which bear its name.
     total = 0
-    for task in os.listdir("/proc/self/task"):
+    for task in tasks_named("mydev0-s"):
         try:
-            with open(f"/proc/self/task/{task}/comm") as comm:
-                if not comm.read().startswith("mydev0-s"):
-                    continue
             with open(f"/proc/self/task/{task}/schedstat") as stat:
                 total += int(stat.read().split()[0])
-        except OSError:  # the thread ended while listed
+        except OSError:  # the thread ended since it was listed
             pass
     return total / 1e6
 
