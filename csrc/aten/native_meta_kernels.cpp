@@ -402,7 +402,6 @@ Tensor& logicalBinaryOutMeta(const Tensor& self, const Tensor& other,
   return out;
 }
 
-// hardswish's CPU kernel: a unary TensorIterator op.
 // floor_divide rounds toward -inf: div's "floor" mode, whose structured
 // Meta kernel lays the output out as floor_divide's CPU kernel does (a
 // binary TensorIterator; integers stay integers). torch's Meta kernel for it
@@ -422,6 +421,7 @@ Tensor& floorDivideOutMeta(const Tensor& self, const Tensor& other,
   return at::meta::div_outf(self, other, "floor", out);
 }
 
+// hardswish's CPU kernel: a unary TensorIterator op.
 Tensor hardswishMeta(const Tensor& self) {
   Tensor result;
   return at::TensorIterator::unary_op(result, self).output();

@@ -56,6 +56,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "mydev_runtime.h"
 
@@ -113,10 +114,22 @@ class KernelTeam {
 
   explicit KernelTeam(bool enabled) : enabled_(enabled) {}
 
-  // Before each kernel: a clock read, and once per kHostLoadInterval a
-  // look at the host's CPU times and this process's (about 10 us).
-  void before_kernel(Clock::time_point now) {
+  // Before each kernel, and when the idle executor wakes at next_measure():
+  // a clock read, and once per kHostLoadInterval a look at the host's CPU
+  // times and this process's (about 10 us).
+  void keep_current(Clock::time_point now) {
     if (enabled_ && now >= next_sample_) resize(now);
+  }
+
+  // When an idle executor must wake to measure again; none when the team
+  // is not resized or no kernel has run yet. Measured only at kernels, the
+  // first kernel after an idle second would size its team from that second's
+  // average load (the worker processes of a torch.compile, busy while the
+  // device waited for the compiled code, gave its first kernels a team of one
+  // for 100 ms, half speed on 2 cores), not from the last interval's.
+  std::optional<Clock::time_point> next_measure() const {
+    if (!enabled_ || !valid_) return std::nullopt;
+    return next_sample_;
   }
 
  private:

@@ -147,17 +147,23 @@ void Stream::wait_for_work() {
   if (work_spin_.spin([&] { return queue_.has_untaken(); }, start)) return;
   // Asleep, the executor keeps its kernels' team parked, then gives it back
   // (host_threads.h).
+  bool woke_parked = false;
   if (kernels_ran_since_release_) {
     const auto release_at =
         std::chrono::steady_clock::now() + kReleaseKernelTeamAfter;
-    if (park_host_threads_while([&] { return sleep_until_work(release_at); })) {
-      work_spin_.record_wait(start);
-      return;
+    woke_parked =
+        park_host_threads_while([&] { return sleep_until_work(release_at); });
+    if (!woke_parked) {
+      release_host_threads();
+      kernels_ran_since_release_ = false;
     }
-    release_host_threads();
-    kernels_ran_since_release_ = false;
   }
-  sleep_until_work(std::nullopt);
+  if (!woke_parked) {
+    // Released, it keeps its team's size current (host_threads.h).
+    while (!sleep_until_work(kernel_team_.next_measure())) {
+      kernel_team_.keep_current(KernelTeam::Clock::now());
+    }
+  }
   work_spin_.record_wait(start);
 }
 
@@ -243,7 +249,7 @@ void Stream::run_kernel(const Task& task) {
   {
     KernelSlot slot(device_->gate(), gate_level(priority_));
     if (!shutting_down()) {
-      kernel_team_.before_kernel(KernelTeam::Clock::now());
+      kernel_team_.keep_current(KernelTeam::Clock::now());
       kernels_ran_since_release_ = true;
       // Timed once the kernel holds a compute slot: that is when it runs.
       const int64_t start = task.activity ? activity_now() : 0;
