@@ -17,6 +17,9 @@ The groups of measurements, each row a ratio mydev / CPU:
   ``.item()`` and some Python), against the same in a CPU-only process;
   information, no target (csrc/runtime/host_threads.h: the kernels'
   OpenMP team, parked between kernels, given back after 50 ms of idle);
+  and the first kernels (a 1024x1024 matmul) 0.3 s after other processes
+  that held every core for a second while the device idled have stopped
+  (information, no target: the idle executor's load measure);
 * CPU code beside an idle device (ms): a small CPU training step after a
   mydev kernel has run parallel loops and the device has been idle for
   100 ms, against the same step before any mydev kernel ran, both in one
@@ -449,6 +452,60 @@ def after_pause_rows() -> List[Row]:
     return rows
 
 
+# Other processes hold every core while the device idles, then stop: the
+# first kernels after are timed 0.3 s later. An executor that measured the
+# load only at kernels sized their team from the whole second's average, a
+# team of one on the 2-core host (host_threads.h). Each side in a fresh
+# interpreter, as above. Prints the median seconds per call.
+LOAD_GONE_CALLS = 5
+_AFTER_LOAD_WENT_AWAY = """
+import os, statistics, subprocess, sys, time
+import torch
+
+device, calls = sys.argv[1], int(sys.argv[2])
+sync = torch.mydev.synchronize if device == "mydev" else (lambda: None)
+a = torch.randn(1024, 1024, device=device)
+for _ in range(3):
+    a @ a
+sync()
+spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count())]
+try:
+    time.sleep(1.0)
+finally:
+    for spinner in spinners:
+        spinner.kill()
+        spinner.wait()
+time.sleep(0.3)
+seconds = []
+for _ in range(calls):
+    start = time.perf_counter()
+    a @ a
+    sync()
+    seconds.append(time.perf_counter() - start)
+print(statistics.median(seconds))
+"""
+
+
+def after_load_went_away_row() -> Row:
+    progress("first kernels after other processes' load went away")
+    mydev, cpu = (
+        float(_fresh_interpreter_stdout(_AFTER_LOAD_WENT_AWAY, device, str(LOAD_GONE_CALLS)))
+        for device in ("mydev", "cpu")
+    )
+    return Row(
+        section="pause",
+        what="1024x1024 matmul, 0.3 s after other processes held every core for 1 s",
+        size="-",
+        unit="us",
+        higher_is_better=False,
+        mydev=mydev * 1e6,
+        cpu=cpu * 1e6,
+        ratio=mydev / cpu,
+        note=f"median of the first {LOAD_GONE_CALLS} calls, synchronized, after the device idled beside the load; "
+        "each side in a fresh interpreter of its own",
+    )
+
+
 # The measurement runs in a fresh interpreter: the "before" figure needs a
 # process in which no mydev kernel has started OpenMP threads yet. It times
 # with the harness, whose folder and budget it is given.
@@ -550,6 +607,7 @@ def measure(budget: BasicsBudget) -> List[Row]:
     rows += allocation_rows(budget)
     rows += launch_rows(budget)
     rows += after_pause_rows()
+    rows.append(after_load_went_away_row())
     rows += cpu_beside_idle_device_rows(budget)
     return rows
 
