@@ -430,26 +430,34 @@ def _medians_after_pauses(device: str) -> List[float]:
     return json.loads(_fresh_interpreter_stdout(_AFTER_PAUSE, device, json.dumps(PAUSES_MS), str(PAUSE_CALLS)))
 
 
+def _pause_row(what: str, mydev_s: float, cpu_s: float, how: str) -> Row:
+    """A row of the "pause" section from the two sides' seconds per call,
+    each measured in a fresh interpreter of its own."""
+    return Row(
+        section="pause",
+        what=what,
+        size="-",
+        unit="us",
+        higher_is_better=False,
+        mydev=mydev_s * 1e6,
+        cpu=cpu_s * 1e6,
+        ratio=mydev_s / cpu_s,
+        note=f"{how}; each side in a fresh interpreter of its own",
+    )
+
+
 def after_pause_rows() -> List[Row]:
     progress("first kernel after a host pause")
     mydev, cpu = _medians_after_pauses("mydev"), _medians_after_pauses("cpu")
-    rows = []
-    for pause_ms, mydev_s, cpu_s in zip(PAUSES_MS, mydev, cpu):
-        rows.append(
-            Row(
-                section="pause",
-                what=f"256x256 matmul after a {pause_ms} ms pause",
-                size="-",
-                unit="us",
-                higher_is_better=False,
-                mydev=mydev_s * 1e6,
-                cpu=cpu_s * 1e6,
-                ratio=mydev_s / cpu_s,
-                note=f"median of {PAUSE_CALLS} calls, each synchronized after the host slept; "
-                "each side in a fresh interpreter of its own",
-            )
+    return [
+        _pause_row(
+            f"256x256 matmul after a {pause_ms} ms pause",
+            mydev_s,
+            cpu_s,
+            f"median of {PAUSE_CALLS} calls, each synchronized after the host slept",
         )
-    return rows
+        for pause_ms, mydev_s, cpu_s in zip(PAUSES_MS, mydev, cpu)
+    ]
 
 
 # Other processes hold every core while the device idles, then stop: the
@@ -492,17 +500,11 @@ def after_load_went_away_row() -> Row:
         float(_fresh_interpreter_stdout(_AFTER_LOAD_WENT_AWAY, device, str(LOAD_GONE_CALLS)))
         for device in ("mydev", "cpu")
     )
-    return Row(
-        section="pause",
-        what="1024x1024 matmul, 0.3 s after other processes held every core for 1 s",
-        size="-",
-        unit="us",
-        higher_is_better=False,
-        mydev=mydev * 1e6,
-        cpu=cpu * 1e6,
-        ratio=mydev / cpu,
-        note=f"median of the first {LOAD_GONE_CALLS} calls, synchronized, after the device idled beside the load; "
-        "each side in a fresh interpreter of its own",
+    return _pause_row(
+        "1024x1024 matmul, 0.3 s after other processes held every core for 1 s",
+        mydev,
+        cpu,
+        f"median of the first {LOAD_GONE_CALLS} calls, synchronized, after the device idled beside the load",
     )
 
 

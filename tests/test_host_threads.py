@@ -47,6 +47,18 @@ def threads_named(prefix):
 
 def executor_threads():
     return threads_named("mydev0-s")
+
+def executor_total(proc_file, value_of):
+    # Summed over the executor and its team's threads, which bear its name:
+    # value_of reads a number from each one's /proc/self/task/<id>/<proc_file>.
+    total = 0
+    for task in tasks_named("mydev0-s"):
+        try:
+            with open(f"/proc/self/task/{task}/{proc_file}") as text:
+                total += value_of(text.read())
+        except OSError:  # the thread ended since it was listed
+            pass
+    return total
 """
 
 _SCRIPT = (
@@ -107,15 +119,7 @@ _PARKED_SCRIPT = (
     _PRELUDE
     + """
 def executor_cpu_ms():
-    # CPU time of the executor and its team's threads, which bear its name.
-    total = 0
-    for task in tasks_named("mydev0-s"):
-        try:
-            with open(f"/proc/self/task/{task}/schedstat") as stat:
-                total += int(stat.read().split()[0])
-        except OSError:  # the thread ended since it was listed
-            pass
-    return total / 1e6
+    return executor_total("schedstat", lambda stat: int(stat.split()[0])) / 1e6
 
 a = torch.randn(384, 384, device="mydev")
 for round in range(3):
@@ -232,17 +236,14 @@ def test_deterministic_algorithms_keep_the_team_whatever_the_load():
 _IDLE_SCRIPT = (
     _PRELUDE
     + """
+def voluntary_switches(status):
+    for line in status.splitlines():
+        if line.startswith("voluntary_ctxt_switches"):
+            return int(line.split()[1])
+    return 0
+
 def executor_wakeups():
-    total = 0
-    for task in tasks_named("mydev0-s"):
-        try:
-            with open(f"/proc/self/task/{task}/status") as status:
-                for line in status:
-                    if line.startswith("voluntary_ctxt_switches"):
-                        total += int(line.split()[1])
-        except OSError:  # the thread ended since it was listed
-            pass
-    return total
+    return executor_total("status", voluntary_switches)
 
 a = torch.randn(384, 384, device="mydev")
 product = a @ a
