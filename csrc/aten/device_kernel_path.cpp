@@ -318,6 +318,7 @@ DeviceOutputs deviceOutputsFor(const c10::FunctionSchema& schema,
                                const OutputMetadata& metadata,
                                c10::ArrayRef<c10::IValue> device_args) {
   DeviceOutputs outputs;
+  outputs.values.reserve(metadata.size());
   for (size_t r = 0; r < metadata.size(); ++r) {
     const ReturnMeta& ret = metadata[r];
     const std::optional<size_t> aliased = aliasedArgument(schema, r);

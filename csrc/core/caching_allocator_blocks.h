@@ -90,12 +90,56 @@ struct Block {
   int pending_events = 0;
   // The reservation the block lies in, for blocks of expandable segments.
   ExpandableSegment* expandable = nullptr;
+  // Links in its device's ActiveBlocks while allocated or free-pending.
+  Block* active_prev = nullptr;
+  Block* active_next = nullptr;
 
   Block(c10::DeviceIndex device_, mydevStream_t stream_, size_t size_,
         BlockPool* pool_, void* ptr_)
       : device(device_), stream(stream_), size(size_), ptr(ptr_), pool(pool_) {}
 
   bool isSplit() const { return prev != nullptr || next != nullptr; }
+};
+
+// A device's allocated blocks and freed ones still waiting for other
+// streams, linked through the blocks: every allocation and free enters or
+// leaves it, and a hash set allocated and freed a node each time.
+class ActiveBlocks {
+ public:
+  void insert(Block* block) {
+    block->active_prev = nullptr;
+    block->active_next = first_;
+    if (first_ != nullptr) first_->active_prev = block;
+    first_ = block;
+  }
+  void erase(Block* block) {
+    if (block->active_prev != nullptr) {
+      block->active_prev->active_next = block->active_next;
+    } else {
+      first_ = block->active_next;
+    }
+    if (block->active_next != nullptr) {
+      block->active_next->active_prev = block->active_prev;
+    }
+    block->active_prev = block->active_next = nullptr;
+  }
+  template <typename Visit>
+  void forEach(Visit visit) const {
+    for (Block* block = first_; block != nullptr; block = block->active_next) {
+      visit(block);
+    }
+  }
+  // True if `test` holds for some block (stops at the first).
+  template <typename Test>
+  bool any(Test test) const {
+    for (Block* block = first_; block != nullptr; block = block->active_next) {
+      if (test(block)) return true;
+    }
+    return false;
+  }
+
+ private:
+  Block* first_ = nullptr;
 };
 
 inline size_t address(const Block* block) {

@@ -17,7 +17,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -117,8 +116,7 @@ class DeviceCache {
   BlockPool small_blocks_{true, {0, 0}};
   BlockPool large_blocks_{false, {0, 0}};
   std::deque<std::pair<MydevEvent, Block*>> pending_events_;
-  // Allocated blocks and freed ones still waiting for other streams.
-  std::unordered_set<Block*> active_blocks_;
+  ActiveBlocks active_blocks_;
   DeviceStats stats_;
   std::vector<std::unique_ptr<ExpandableSegment>> expandable_segments_;
   std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;

@@ -7,7 +7,6 @@
 // replay's stream order makes safe. When no graph retains a pool any more,
 // its memory goes back to the driver once its blocks are free (emptyCache,
 // or the retry before an out-of-memory error).
-#include <algorithm>
 
 #include "caching_allocator_device_cache.h"
 #include "device.h"
@@ -77,14 +76,12 @@ void DeviceCache::releaseUnretainedPools() {
         }
       }
     }
-    const bool in_use =
-        !pool.small_blocks.blocks.empty() ||
-        !pool.large_blocks.blocks.empty() ||
-        std::any_of(active_blocks_.begin(), active_blocks_.end(),
-                    [&](const Block* block) {
-                      return block->pool == &pool.small_blocks ||
-                             block->pool == &pool.large_blocks;
-                    });
+    const bool in_use = !pool.small_blocks.blocks.empty() ||
+                        !pool.large_blocks.blocks.empty() ||
+                        active_blocks_.any([&](const Block* block) {
+                          return block->pool == &pool.small_blocks ||
+                                 block->pool == &pool.large_blocks;
+                        });
     it = in_use ? std::next(it) : private_pools_.erase(it);
   }
 }

@@ -72,7 +72,7 @@ std::vector<SegmentInfo> DeviceCache::snapshot() {
     for (Block* block : pool->small_blocks.blocks) addSegmentOf(block);
     for (Block* block : pool->large_blocks.blocks) addSegmentOf(block);
   }
-  for (Block* block : active_blocks_) addSegmentOf(block);
+  active_blocks_.forEach(addSegmentOf);
   std::vector<SegmentInfo> segments;
   for (Block* head : heads) {
     SegmentInfo& segment = segments.emplace_back();

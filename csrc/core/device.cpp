@@ -3,6 +3,8 @@
 #include <c10/core/DeviceType.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
+
 #include "../runtime/mydev_runtime.h"
 #include "runtime_check.h"
 
@@ -42,8 +44,15 @@ c10::DeviceIndex deviceCount() noexcept {
 }
 
 void checkDeviceIndex(c10::DeviceIndex device) {
-  int count = 0;
-  MYDEV_CHECK(mydevGetDeviceCount(&count));
+  // The count is fixed once the driver has initialized (MYDEV_DEVICE_COUNT
+  // is read then), and every allocation and launch checks an index: it is
+  // asked for once. A failed initialization is asked again, to be reported.
+  static std::atomic<int> known_count{-1};
+  int count = known_count.load(std::memory_order_relaxed);
+  if (count < 0) {
+    MYDEV_CHECK(mydevGetDeviceCount(&count));
+    known_count.store(count, std::memory_order_relaxed);
+  }
   TORCH_CHECK(device >= 0 && device < count, "Invalid device index ",
               kDeviceName, ":", static_cast<int>(device), ": there are ", count,
               " ", kDeviceName,

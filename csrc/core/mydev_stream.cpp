@@ -13,6 +13,11 @@ namespace {
 constexpr int kPriorityLevels = 2;  // level 0: priority 0, level 1: priority -1
 
 struct DevicePools {
+  // The default stream's handle, asked for by every allocation and launch:
+  // the driver creates that stream once and never replaces it, so its
+  // handle is fetched once instead of through a driver call each time.
+  std::once_flag default_fetched;
+  std::atomic<mydevStream_t> default_handle{nullptr};
   std::array<std::array<std::once_flag, kStreamsPerPriority>, kPriorityLevels>
       created;
   // Atomic: streamIdOfHandle reads them while other threads create streams.
@@ -73,14 +78,18 @@ int MydevStream::priority() const {
 
 mydevStream_t MydevStream::raw() const {
   const c10::DeviceIndex device = stream_.device_index();
+  checkDeviceIndex(device);  // the pools are indexed by it
+  DevicePools& pools = poolsFor(device);
   if (stream_.id() == 0) {
-    mydevStream_t handle = nullptr;
-    MYDEV_CHECK(mydevStreamGetDefault(device, &handle));
-    return handle;
+    std::call_once(pools.default_fetched, [&] {
+      mydevStream_t handle = nullptr;
+      MYDEV_CHECK(mydevStreamGetDefault(device, &handle));
+      pools.default_handle.store(handle, std::memory_order_release);
+    });
+    return pools.default_handle.load(std::memory_order_acquire);
   }
   const int level = static_cast<int>((stream_.id() - 1) / kStreamsPerPriority);
   const int index = static_cast<int>((stream_.id() - 1) % kStreamsPerPriority);
-  DevicePools& pools = poolsFor(device);
   std::call_once(pools.created[level][index], [&] {
     mydevStream_t created = nullptr;
     MYDEV_CHECK(mydevStreamCreate(&created, device, level == 1 ? -1 : 0));
