@@ -44,6 +44,12 @@ int64_t to_ns(const timespec& time) {
   return int64_t(time.tv_sec) * kNsPerSecond + time.tv_nsec;
 }
 
+// The unit of /proc/stat's times; -1 if unknown.
+int64_t tick_ns() {
+  const long ticks_per_second = sysconf(_SC_CLK_TCK);
+  return ticks_per_second > 0 ? kNsPerSecond / ticks_per_second : -1;
+}
+
 // The time all CPUs spent running code since boot: user, nice, system, irq
 // and softirq of /proc/stat's first line ("cpu  user nice system idle iowait
 // irq softirq steal ...", in clock ticks). Not idle or iowait, and not steal:
@@ -69,9 +75,41 @@ int64_t host_busy_ns() {
     cursor = end;
   }
   const long long busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6];
-  const long ticks_per_second = sysconf(_SC_CLK_TCK);
-  if (ticks_per_second <= 0) return -1;
-  return busy * (kNsPerSecond / ticks_per_second);
+  const int64_t tick = tick_ns();
+  return tick > 0 ? busy * tick : -1;
+}
+
+std::optional<LoadSample> take_load_sample(
+    std::chrono::steady_clock::time_point now) {
+  timespec process{};
+  const int64_t busy_ns = host_busy_ns();
+  if (busy_ns < 0 || clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &process) != 0) {
+    return std::nullopt;
+  }
+  const int64_t wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              now.time_since_epoch())
+                              .count();
+  return LoadSample{wall_ns, busy_ns, to_ns(process)};
+}
+
+// An executor's first measure would otherwise come an interval after its
+// first kernel, and its kernels kept the full team until then, beside a busy
+// process too: on 2 cores beside one, the first forward and backward of a
+// small language model in a fresh process took 90-120 ms, against 4-7 ms
+// with a team of one (benchmarks/first_op.py). So the first measure spans
+// the time since the library was loaded, as torch was imported (30 ms before
+// that model's first kernel), when that is long enough to measure (the
+// host's times count in 10 ms ticks) and recent enough to tell the load now.
+const std::optional<LoadSample> g_load_at_start =
+    take_load_sample(std::chrono::steady_clock::now());
+constexpr int64_t kStartWindowMinNs = 20'000'000;
+constexpr int64_t kStartWindowMaxNs = 5'000'000'000;
+
+std::optional<LoadSample> start_sample_before(int64_t wall_ns) {
+  if (!g_load_at_start.has_value()) return std::nullopt;
+  const int64_t age = wall_ns - g_load_at_start->wall_ns;
+  if (age < kStartWindowMinNs || age > kStartWindowMaxNs) return std::nullopt;
+  return g_load_at_start;
 }
 
 // A parked team: the region's thread 0 sleeps, the others wait for it.
@@ -100,8 +138,12 @@ void parked_region(void* data) {
 
 }  // namespace
 
+int omp_max_threads() {
+  return omp_get_max_threads != nullptr ? omp_get_max_threads() : 1;
+}
+
 bool park_host_threads_while(const std::function<bool()>& sleep) {
-  const int size = omp_get_max_threads != nullptr ? omp_get_max_threads() : 1;
+  const int size = omp_max_threads();
   if (GOMP_parallel == nullptr || omp_get_thread_num == nullptr || size <= 1) {
     return sleep();
   }
@@ -141,38 +183,35 @@ int kernel_team_size(double others_cpus, int online_cpus, int full_team) {
 void KernelTeam::resize(Clock::time_point now) {
   next_sample_ = now + kHostLoadInterval;
   if (omp_get_max_threads == nullptr || omp_set_num_threads == nullptr) return;
-  timespec process{};
-  const int64_t busy_ns = host_busy_ns();
-  if (busy_ns < 0 || clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &process) != 0) {
-    return;  // no measure: the team stays as it is
-  }
-  const int64_t wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              now.time_since_epoch())
-                              .count();
-  const int64_t process_ns = to_ns(process);
-  const bool had_sample = valid_;
-  const int64_t wall = wall_ns - wall_ns_;
-  const int64_t busy = busy_ns - busy_ns_;
-  const int64_t ours = process_ns - process_ns_;
-  valid_ = true;
-  wall_ns_ = wall_ns;
-  busy_ns_ = busy_ns;
-  process_ns_ = process_ns;
-  if (!had_sample || wall <= 0) return;
+  const std::optional<LoadSample> sample = take_load_sample(now);
+  if (!sample.has_value()) return;  // no measure: the team stays as it is
+  const std::optional<LoadSample> previous =
+      last_.has_value() ? last_ : start_sample_before(sample->wall_ns);
+  last_ = sample;
+  if (!previous.has_value()) return;
+  const int64_t wall = sample->wall_ns - previous->wall_ns;
+  const int64_t busy = sample->busy_ns - previous->busy_ns;
+  const int64_t ours = sample->process_ns - previous->process_ns;
+  if (wall <= 0) return;
+  // Busy time of all CPUs that was not this process's: other processes and
+  // the kernel's own threads, less one tick, which may be the counters'
+  // rounding rather than load (a third of a core over a first window of
+  // 30 ms).
+  others_cpus_ = std::max(0.0, double(busy - ours - tick_ns()) / double(wall));
+  apply();
+}
 
+void KernelTeam::apply() {
   const int current = omp_get_max_threads();
   // Sized by someone else: ATen, at the thread's first parallel region.
   if (current != chosen_) full_team_ = current;
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
   const int cpus = online > 0 ? int(online) : 1;
-  // Busy time of all CPUs that was not this process's: other processes and
-  // the kernel's own threads.
-  const double others = std::max(0.0, double(busy - ours) / double(wall));
   const mydevFixedKernelTeamFn_t fixed =
       g_fixed_kernel_team.load(std::memory_order_acquire);
   chosen_ = fixed != nullptr && fixed() != 0
                 ? full_team_
-                : kernel_team_size(others, cpus, full_team_);
+                : kernel_team_size(others_cpus_, cpus, full_team_);
   if (chosen_ == current) return;
   omp_set_num_threads(chosen_);
   if (MKL_Set_Num_Threads_Local != nullptr) {

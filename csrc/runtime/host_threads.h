@@ -49,8 +49,9 @@
 // a 2-core host an mlp training step took 4x its idle time, 2x once nothing
 // spun. So an executor sizes its kernels' team to the cores other processes
 // leave free (KernelTeam), as OMP_DYNAMIC does from the 15-minute load
-// average, but from the last tenth of a second: a team of one on a 2-core
-// host beside one busy process has no thread left to spin.
+// average, but from the last tenth of a second (for an executor's first
+// kernels, from the time since the library was loaded): a team of one on a
+// 2-core host beside one busy process has no thread left to spin.
 #pragma once
 
 #include <chrono>
@@ -100,8 +101,20 @@ constexpr std::chrono::milliseconds kHostLoadInterval{100};
 // begun is a core the team gives up, down to one thread.
 int kernel_team_size(double others_cpus, int online_cpus, int full_team);
 
+// omp_get_max_threads of the calling thread; 1 without OpenMP in the
+// process.
+int omp_max_threads();
+
 // mydevSetFixedKernelTeamQuery.
 void set_fixed_kernel_team_query(mydevFixedKernelTeamFn_t fixed);
+
+// The host's and this process's CPU times at one moment, from which the
+// load between two moments follows.
+struct LoadSample {
+  int64_t wall_ns;
+  int64_t busy_ns;     // all CPUs' busy time (/proc/stat)
+  int64_t process_ns;  // this process's CPU time
+};
 
 // Keeps the calling executor's OpenMP team (omp_set_num_threads of that
 // thread: ATen's, oneDNN's and Inductor's parallel regions follow it; and
@@ -121,6 +134,16 @@ class KernelTeam {
     if (enabled_ && now >= next_sample_) resize(now);
   }
 
+  // After each kernel. ATen sizes a thread's team at its first parallel
+  // region (from torch.set_num_threads), undoing a size chosen before it:
+  // the first kernels after a load measured since the library was loaded
+  // ran with the full team. Seen here, that size is the full team, and the
+  // team is sized again (an OpenMP call, a few nanoseconds, when nothing
+  // changed).
+  void keep_after_kernel() {
+    if (chosen_ != 0 && omp_max_threads() != chosen_) apply();
+  }
+
   // When an idle executor must wake to measure again; none when the team
   // is not resized or no kernel has run yet. Measured only at kernels, the
   // first kernel after an idle second would size its team from that second's
@@ -128,20 +151,19 @@ class KernelTeam {
   // device waited for the compiled code, gave its first kernels a team of one
   // for 100 ms, half speed on 2 cores), not from the last interval's.
   std::optional<Clock::time_point> next_measure() const {
-    if (!enabled_ || !valid_) return std::nullopt;
+    if (!enabled_ || !last_.has_value()) return std::nullopt;
     return next_sample_;
   }
 
  private:
   void resize(Clock::time_point now);
+  // Sizes the team from the last measure (others_cpus_).
+  void apply();
 
   const bool enabled_;
   Clock::time_point next_sample_{};
-  // The last sample (valid_ false until one was taken).
-  bool valid_ = false;
-  int64_t wall_ns_ = 0;
-  int64_t busy_ns_ = 0;
-  int64_t process_ns_ = 0;
+  std::optional<LoadSample> last_;
+  double others_cpus_ = 0;  // the last measure: cores other processes took
   // The size this class last chose (0: none yet), and the size the thread
   // had otherwise: ATen sets it at the thread's first parallel region from
   // torch.set_num_threads, and a size other than ours is taken as the new

@@ -264,6 +264,7 @@ void Stream::run_kernel(const Task& task) {
             format("kernel '%s' failed on mydev:%d: unknown exception",
                    task.name, device_->index()));
       }
+      kernel_team_.keep_after_kernel();
       if (task.release != nullptr) task.release(task.dst);
       report_illegal_access(device_, task.name);
       if (task.activity) activity_finish(task.activity, start, activity_now());
