@@ -21,15 +21,11 @@ from typing import Dict
 
 from mydev_testing import run_python
 
-# What every script below starts with: torch with a team of two on any host,
-# and a count of this process's threads by name.
-_PRELUDE = """
+# Counts of this process's threads by name, without importing torch (a
+# script may need to start other processes first).
+_THREAD_COUNTS = """
 import os
 import time
-
-import torch
-
-torch.set_num_threads(2)  # a team of two on any host
 
 def tasks_named(prefix):
     tasks = []
@@ -60,6 +56,18 @@ def executor_total(proc_file, value_of):
             pass
     return total
 """
+
+# What the scripts below start with (but the last, which starts other
+# processes before torch): the thread counts, and torch with a team of two
+# on any host.
+_PRELUDE = (
+    _THREAD_COUNTS
+    + """
+import torch
+
+torch.set_num_threads(2)  # a team of two on any host
+"""
+)
 
 _SCRIPT = (
     _PRELUDE
@@ -278,11 +286,11 @@ def test_an_idle_executor_measures_the_hosts_load_once_per_interval():
 # 100 ms later: the first forward and backward of a small model took 90-120
 # ms there on 2 cores, against 4-7 ms with a team of one. The busy processes
 # start before torch is imported, as a user's program starts beside them.
-_FIRST_KERNELS_SCRIPT = """
-import os
+_FIRST_KERNELS_SCRIPT = (
+    _THREAD_COUNTS
+    + """
 import subprocess
 import sys
-import time
 
 spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count())]
 try:
@@ -297,20 +305,14 @@ try:
     done.record()
     torch.mydev._sleep(2000)  # the executor stays busy while this counts
     done.synchronize()
-    executor_threads = 0
-    for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/comm") as comm:
-                executor_threads += comm.read().startswith("mydev0-s")
-        except OSError:  # the thread ended while listed
-            pass
-    print("first kernels", executor_threads)
+    print("first kernels", executor_threads())
 finally:
     for spinner in spinners:
         spinner.kill()
         spinner.wait()
 torch.testing.assert_close(product.cpu(), a.cpu() @ a.cpu(), rtol=1e-4, atol=1e-4)
 """
+)
 
 
 def first_kernels_threads_beside_busy_processes(env: Dict[str, str]) -> str:
