@@ -85,11 +85,14 @@ def run_ranks(
 
 
 def check_ok(results: List[subprocess.CompletedProcess]) -> None:
-    for rank, result in enumerate(results):
-        assert result.returncode == 0, (
-            f"rank {rank} exited with {result.returncode}\n{result.stdout}\n{result.stderr[-5000:]}"
-        )
-        assert "WORKER OK" in result.stdout, result.stdout
+    # Every failing rank is shown: the first one to fail is often not rank 0,
+    # whose own failure (a timeout waiting for that rank) only follows it.
+    failures = [
+        f"rank {rank} exited with {result.returncode}\n{result.stdout}\n{result.stderr[-5000:]}"
+        for rank, result in enumerate(results)
+        if result.returncode != 0 or "WORKER OK" not in result.stdout
+    ]
+    assert not failures, "\n".join(failures)
 
 
 # ---------------------------------------------------------------- worker helpers

@@ -688,12 +688,18 @@ def _worker_mismatch(rank: int, world_size: int) -> None:
         _report_error("KIND", lambda: dist.all_reduce(torch.ones(8, device="mydev"), group=groups[1]))
     else:
         _report_error("KIND", lambda: dist.broadcast(torch.ones(8, device="mydev"), src=0, group=groups[1]))
-    # A receive of another size than was sent.
+    # A receive of another size than was sent. wait() runs after the kernel
+    # has failed, which a loaded machine does by chance: it must report the
+    # failure once, not leave it on the device for the next synchronizing
+    # call (the check below) to raise again.
     if rank == 0:
         dist.send(torch.ones(10, device="mydev"), dst=1, group=groups[2])
         torch.mydev.synchronize()
     elif rank == 1:
-        _report_error("P2P", lambda: dist.recv(torch.empty(12, device="mydev"), src=0, group=groups[2]))
+        work = dist.irecv(torch.empty(12, device="mydev"), src=0, group=groups[2])
+        while not work.is_completed():
+            time.sleep(0.01)
+        _report_error("P2P", work.wait)
     # The device still works, and a fresh group does too.
     assert torch.equal((torch.ones(2, device="mydev") * 2).cpu(), torch.full((2,), 2.0))
     fresh = dist.new_group(list(range(world_size)))

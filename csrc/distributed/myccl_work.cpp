@@ -69,7 +69,8 @@ void MycclWork::synchronize() { blockCurrentStream(); }
 
 bool MycclWork::wait(std::chrono::milliseconds timeout) {
   blockCurrentStream();
-  if (blocking_wait_ || timeout != ::kNoTimeout) {
+  const bool waited_on_host = blocking_wait_ || timeout != ::kNoTimeout;
+  if (waited_on_host) {
     // The kernel gives up by itself after the group timeout; the margin
     // covers a loaded machine.
     const auto limit = timeout != ::kNoTimeout
@@ -79,14 +80,17 @@ bool MycclWork::wait(std::chrono::milliseconds timeout) {
       throwDistError(c10::str("myccl: wait() on ", name_, " timed out after ",
                               limit.count(), " ms"));
     }
-    // Reports (and so clears) the failure the kernel left on the device,
-    // which a later synchronizing call would raise again otherwise.
-    done_event_->synchronize();
   }
   std::exception_ptr error;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     error = state_->error;
+  }
+  if (waited_on_host || error) {
+    // The kernel has finished. A failure it left on the device is reported
+    // here, which clears it there; a later synchronizing call would raise
+    // it a second time otherwise.
+    done_event_->synchronize();
   }
   if (error) {
     std::rethrow_exception(error);

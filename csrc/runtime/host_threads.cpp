@@ -44,10 +44,14 @@ int64_t to_ns(const timespec& time) {
   return int64_t(time.tv_sec) * kNsPerSecond + time.tv_nsec;
 }
 
-// The unit of /proc/stat's times; -1 if unknown.
+// The unit of /proc/stat's times; -1 if unknown. Fixed for the boot, so
+// asked once, not at each of the two uses per measure.
 int64_t tick_ns() {
-  const long ticks_per_second = sysconf(_SC_CLK_TCK);
-  return ticks_per_second > 0 ? kNsPerSecond / ticks_per_second : -1;
+  static const int64_t tick = [] {
+    const long ticks_per_second = sysconf(_SC_CLK_TCK);
+    return ticks_per_second > 0 ? kNsPerSecond / ticks_per_second : -1;
+  }();
+  return tick;
 }
 
 // The time all CPUs spent running code since boot: user, nice, system, irq

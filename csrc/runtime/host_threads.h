@@ -162,6 +162,8 @@ class KernelTeam {
 
   const bool enabled_;
   Clock::time_point next_sample_{};
+  // The previous measure's counters, which the next measure subtracts;
+  // none before the first measure.
   std::optional<LoadSample> last_;
   double others_cpus_ = 0;  // the last measure: cores other processes took
   // The size this class last chose (0: none yet), and the size the thread
