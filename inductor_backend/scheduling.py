@@ -5,7 +5,7 @@ instead of a CPU function.
 
 The vectorized kernels, 1-D and 2-D tiled (transposing), take exp, expm1 and
 erf from the device math library (device_ext/include/mydev_math.h) instead of
-ATen's Vectorized functions, draw rand and randn (dropout's masks) a vector at
+ATen's Vectorized functions (sigmoid too, through that exp), draw rand and randn (dropout's masks) a vector at
 a time from the device random-number library (device_ext/include/mydev_random.h,
 the same numbers as Inductor's lane-by-lane calls), and load and store bool
 tensors as lane masks with the device's mask functions
@@ -33,7 +33,7 @@ from torch._inductor.codegen.cpp import (
 )
 from torch._inductor.codegen.cpp_utils import DTYPE_TO_CPP, CppCSEVariable
 from torch._inductor.utils import IndentedBuffer, Placeholder, get_fused_kernel_name
-from torch._inductor.virtualized import V
+from torch._inductor.virtualized import V, ops
 
 from .device_interface import DEVICE
 from .kernel_modules import INCLUDE_DIR
@@ -86,6 +86,7 @@ class _DeviceMathLibrary:
             ("expm1", lambda x: f"mydev_math::expm1({x})"),
         ):
             setattr(self, name, _vector_or_scalar(vector_form, getattr(self, name)))
+        self.sigmoid = _vector_or_scalar(_sigmoid_of_kernel_exp, self.sigmoid)
         for name, draw in (("rand", "uniform"), ("randn", "normal")):
             setattr(self, name, _vector_of_draws(draw, getattr(self, name)))
         return self
@@ -98,6 +99,17 @@ def _vector_or_scalar(vector_form, inherited):
         return inherited(x)
 
     return op
+
+
+def _sigmoid_of_kernel_exp(x):
+    """1 / (1 + exp(-x)) with exp(-x) made through the kernel's own ops, so
+    that it is the device library's exp and, by common-subexpression
+    elimination, the one a SiLU beside it already computed: SiLU's backward
+    (Llama's SwiGLU) recomputes x / (1 + exp(-x)) and sigmoid(x) on the same
+    x, and Inductor's own sigmoid is one C++ expression with ATen's exp
+    inside, which nothing can share (two exps per element)."""
+    exp_of_minus_x = ops.exp(ops.neg(x))
+    return f"decltype({x})(1) / (decltype({x})(1) + {exp_of_minus_x})"
 
 
 def _vector_of_draws(draw, inherited):

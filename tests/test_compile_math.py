@@ -1,5 +1,6 @@
 """The device library of compiled mydev kernels: the math functions
-(device_ext/include/mydev_math.h: exp, expm1 and erf in vectorized kernels)
+(device_ext/include/mydev_math.h: exp, expm1 and erf in vectorized kernels,
+and sigmoid through that exp)
 and the cascade-summation helpers of float sums
 (device_ext/include/mydev_reduce.h).
 
@@ -125,6 +126,18 @@ def test_activations_forward_and_backward_match_the_cpu(dtype):
     assert_close_to_cpu(x.grad.double(), exact_x.grad, rtol=rtol, atol=atol)
 
 
+def test_sigmoid_is_within_two_ulps_through_the_math_library_exp():
+    code, _, result, expected = ulp_errors(torch.sigmoid)
+    assert "mydev_math::exp(" in code and ".exp()" not in code, code
+    tiny = torch.finfo(torch.float32).tiny
+    finite = ~expected.isnan()
+    normal = finite & (expected.abs() >= tiny)
+    assert (ordered(result[normal]) - ordered(expected[normal])).abs().max().item() <= 2
+    # Below the normal range an ulp is no measure; the error stays under the
+    # smallest normal float, as ATen's own sigmoid's does.
+    assert (result[finite & ~normal] - expected[finite & ~normal]).abs().max().item() <= tiny
+
+
 def test_transposing_kernels_take_the_math_library_too():
     x, y = torch.randn(256, 128, device=D), torch.randn(128, 256, device=D)
 
@@ -204,6 +217,40 @@ def test_a_gelu_model_compiled_in_a_plain_script():
         result, code = run_and_get_code(torch.compile(model), x.to("mydev"))
         torch.testing.assert_close(result.cpu(), expected, equal_nan=True)
         assert "mydev_math::erf(" in code[0] and "welford" not in code[0].lower(), code[0]
+        print("same as the CPU")
+        """
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "same as the CPU" in completed.stdout
+
+
+def test_a_swiglu_training_step_compiled_in_a_plain_script_takes_one_exp_per_element():
+    """Llama's feed-forward: the backward recomputes SiLU and needs sigmoid
+    of the same values, which share one exp (it was two: Inductor's sigmoid
+    is one C++ expression with ATen's exp inside)."""
+    completed = run_python(
+        """
+        import torch
+        import torch.nn.functional as F
+        from torch._inductor.utils import run_and_get_code
+
+        torch.manual_seed(0)
+        x = torch.randn(128, 64, device="mydev")
+        weights = [(torch.randn(96, 64, device="mydev") / 8).requires_grad_() for _ in range(2)]
+
+        def swiglu(x, gate, up):
+            return F.silu(F.linear(x, gate)) * F.linear(x, up)
+
+        def step(fn, x, weights):
+            fn(x, *weights).pow(2).mean().backward()
+            return [w.grad for w in weights]
+
+        _, codes = run_and_get_code(step, torch.compile(swiglu), x, weights)
+        exps = [code.count("mydev_math::exp(") + code.count(".exp()") for code in codes]
+        assert exps == [1, 1], exps
+        exact = [w.detach().cpu().double().requires_grad_() for w in weights]
+        for grad, expected in zip([w.grad for w in weights], step(swiglu, x.cpu().double(), exact)):
+            torch.testing.assert_close(grad.cpu().double(), expected, rtol=1e-5, atol=1e-6)
         print("same as the CPU")
         """
     )
