@@ -5,7 +5,8 @@ instead of a CPU function.
 
 The vectorized kernels, 1-D and 2-D tiled (transposing), take exp, expm1 and
 erf from the device math library (device_ext/include/mydev_math.h) instead of
-ATen's Vectorized functions (sigmoid too, through that exp), draw rand and randn (dropout's masks) a vector at
+ATen's Vectorized functions (sigmoid too, through that exp), draw rand and
+randn (dropout's masks) a vector at
 a time from the device random-number library (device_ext/include/mydev_random.h,
 the same numbers as Inductor's lane-by-lane calls), and load and store bool
 tensors as lane masks with the device's mask functions
@@ -84,9 +85,9 @@ class _DeviceMathLibrary:
             ("exp", lambda x: f"mydev_math::exp({x})"),
             ("erf", lambda x: f"mydev_math::erf({x})"),
             ("expm1", lambda x: f"mydev_math::expm1({x})"),
+            ("sigmoid", _sigmoid_of_kernel_exp),
         ):
             setattr(self, name, _vector_or_scalar(vector_form, getattr(self, name)))
-        self.sigmoid = _vector_or_scalar(_sigmoid_of_kernel_exp, self.sigmoid)
         for name, draw in (("rand", "uniform"), ("randn", "normal")):
             setattr(self, name, _vector_of_draws(draw, getattr(self, name)))
         return self
