@@ -10,8 +10,12 @@ namespace {
 // A lock-free stack: executors push one closure at a time, launching
 // threads take the whole stack at once (so no pop can see a recycled node).
 // A plain pointer, constant-initialized: closures retired after the last
-// launch are left to the exiting process.
-std::atomic<ClosureBase*> retired{nullptr};
+// launch are left to the exiting process. Executors and launching threads
+// both write it at every kernel: on a line of its own (the struct fills
+// it), it moves between their cores alone, not with what lies beside it.
+struct alignas(64) RetiredStack {
+  std::atomic<ClosureBase*> head{nullptr};
+} retired;
 
 // The closures a launching thread took and has not destroyed yet. It
 // destroys a few per launch rather than the whole batch at once: malloc's
@@ -31,10 +35,10 @@ constexpr int kDestroyedPerLaunch = 2;
 }  // namespace
 
 void retireClosure(ClosureBase* closure) {
-  ClosureBase* head = retired.load(std::memory_order_relaxed);
+  ClosureBase* head = retired.head.load(std::memory_order_relaxed);
   do {
     closure->next_retired = head;
-  } while (!retired.compare_exchange_weak(
+  } while (!retired.head.compare_exchange_weak(
       head, closure, std::memory_order_release, std::memory_order_relaxed));
 }
 
@@ -49,10 +53,10 @@ TakenClosures::~TakenClosures() {
 void destroyRetiredClosures() {
   thread_local TakenClosures taken;
   if (taken.head == nullptr) {
-    if (retired.load(std::memory_order_relaxed) == nullptr) {
+    if (retired.head.load(std::memory_order_relaxed) == nullptr) {
       return;
     }
-    taken.head = retired.exchange(nullptr, std::memory_order_acquire);
+    taken.head = retired.head.exchange(nullptr, std::memory_order_acquire);
   }
   for (int i = 0; i < kDestroyedPerLaunch && taken.head != nullptr; ++i) {
     ClosureBase* next = taken.head->next_retired;

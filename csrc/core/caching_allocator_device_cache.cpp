@@ -57,7 +57,7 @@ Block* DeviceCache::allocate(size_t requested) {
   memory_history::record(TraceEntry::ALLOC, device_, address(block),
                          block->size, block->stream);
 
-  const StatTypes types = statTypesFor(block->pool);
+  const StatTypes& types = statTypesFor(block->pool);
   increase(stats_.allocation, types, 1);
   increase(stats_.allocated_bytes, types, block->size);
   increase(stats_.active, types, 1);
@@ -79,7 +79,7 @@ void DeviceCache::free(Block* block) {
   memory_history::record(TraceEntry::FREE_REQUESTED, device_, address(block),
                          block->size, block->stream);
 
-  const StatTypes types = statTypesFor(block->pool);
+  const StatTypes& types = statTypesFor(block->pool);
   decrease(stats_.allocation, types, 1);
   decrease(stats_.allocated_bytes, types, block->size);
   decrease(stats_.requested_bytes, types, block->requested_size);
@@ -152,7 +152,7 @@ Block* DeviceCache::allocateSegment(BlockPool& pool, mydevStream_t stream,
   stats_.num_device_alloc += 1;
   memory_history::record(TraceEntry::SEGMENT_ALLOC, device_,
                          reinterpret_cast<size_t>(ptr), segment_size, stream);
-  const StatTypes types = statTypesFor(&pool);
+  const StatTypes& types = statTypesFor(&pool);
   increase(stats_.segment, types, 1);
   increase(stats_.reserved_bytes, types, segment_size);
   return new Block(device_, stream, segment_size, &pool, ptr);
@@ -182,7 +182,7 @@ Block* DeviceCache::splitIfWorthIt(Block* block, size_t size) {
 
 void DeviceCache::returnToPool(Block* block) {
   active_blocks_.erase(block);
-  const StatTypes types = statTypesFor(block->pool);
+  const StatTypes& types = statTypesFor(block->pool);
   decrease(stats_.active, types, 1);
   decrease(stats_.active_bytes, types, block->size);
   insertFree(block);
@@ -251,7 +251,7 @@ void DeviceCache::releaseSegment(BlockPool& pool, Block* block) {
                          block->size, block->stream);
   MYDEV_CHECK(mydevFree(block->ptr));
   stats_.num_device_free += 1;
-  const StatTypes types = statTypesFor(&pool);
+  const StatTypes& types = statTypesFor(&pool);
   decrease(stats_.segment, types, 1);
   decrease(stats_.reserved_bytes, types, block->size);
   delete block;

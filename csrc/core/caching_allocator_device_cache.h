@@ -53,7 +53,7 @@ class DeviceCache {
   // The free list a request of `size` bytes is served from (and its new
   // segments are filed under). The one place a new kind of pool plugs in.
   BlockPool& poolFor(size_t size, mydevStream_t stream);
-  StatTypes statTypesFor(const BlockPool* pool) const;
+  const StatTypes& statTypesFor(const BlockPool* pool) const;
 
   // A block of `size` bytes, split off and backed by device pages, from the
   // cache or a new segment; nullptr when the device has not enough memory.

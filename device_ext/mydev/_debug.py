@@ -107,7 +107,9 @@ def native_elementwise_launches() -> int:
     """How many calls since the last reset ran the device's own elementwise
     kernels (add, sub, mul, div, neg, relu over dense tensors of one dtype;
     csrc/aten/native_elementwise.h) instead of ATen's CPU kernels. Counted on
-    the host at launch: a graph replay does not count again."""
+    the host at launch: a graph replay does not count again. Kept cheap, not
+    exact across threads: two threads launching at the same instant may count
+    one launch."""
     return _C._native_elementwise_launches()
 
 
