@@ -12,6 +12,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -308,7 +309,9 @@ void runAndSynchronize(const c10::OperatorHandle& op,
 // in-place and out= returns are their (maybe resized) arguments, views are
 // views of their base, everything else is freshly allocated.
 struct DeviceOutputs {
-  std::vector<c10::IValue> values;
+  // Inline: most ops return one tensor, and a heap vector here was one of
+  // the mallocs a small op makes beyond the CPU's.
+  c10::SmallVector<c10::IValue, 1> values;
   bool fresh = false;           // some output is newly allocated
   bool views_only = true;       // every output is a view (nothing to compute)
   bool some_undefined = false;  // e.g. gradients a backward op was told to skip

@@ -155,7 +155,7 @@ Block* DeviceCache::allocateSegment(BlockPool& pool, mydevStream_t stream,
   const StatTypes& types = statTypesFor(&pool);
   increase(stats_.segment, types, 1);
   increase(stats_.reserved_bytes, types, segment_size);
-  return new Block(device_, stream, segment_size, &pool, ptr);
+  return newBlock(stream, segment_size, &pool, ptr);
 }
 
 Block* DeviceCache::splitIfWorthIt(Block* block, size_t size) {
@@ -165,7 +165,7 @@ Block* DeviceCache::splitIfWorthIt(Block* block, size_t size) {
   if (!worth) {
     return block;
   }
-  auto* rest = new Block(device_, block->stream, remaining, block->pool,
+  Block* rest = newBlock(block->stream, remaining, block->pool,
                          static_cast<char*>(block->ptr) + size);
   rest->expandable = block->expandable;
   rest->prev = block;
@@ -186,6 +186,21 @@ void DeviceCache::returnToPool(Block* block) {
   decrease(stats_.active, types, 1);
   decrease(stats_.active_bytes, types, block->size);
   insertFree(block);
+}
+
+Block* DeviceCache::newBlock(mydevStream_t stream, size_t size, BlockPool* pool,
+                             void* ptr) {
+  if (spare_blocks_.empty()) {
+    return new Block(device_, stream, size, pool, ptr);
+  }
+  std::unique_ptr<Block> block = std::move(spare_blocks_.back());
+  spare_blocks_.pop_back();
+  *block = Block(device_, stream, size, pool, ptr);
+  return block.release();
+}
+
+void DeviceCache::deleteBlock(Block* block) {
+  spare_blocks_.emplace_back(block);
 }
 
 void DeviceCache::insertFree(Block* block) {
@@ -216,7 +231,7 @@ void DeviceCache::mergeWith(Block* block, Block* neighbour) {
     }
   }
   block->size += neighbour->size;
-  delete neighbour;
+  deleteBlock(neighbour);
 }
 
 // Gives whole free segments back to the driver. Queued kernels may still
@@ -254,7 +269,7 @@ void DeviceCache::releaseSegment(BlockPool& pool, Block* block) {
   const StatTypes& types = statTypesFor(&pool);
   decrease(stats_.segment, types, 1);
   decrease(stats_.reserved_bytes, types, block->size);
-  delete block;
+  deleteBlock(block);
 }
 
 void DeviceCache::throwOutOfMemory(size_t requested) {

@@ -62,6 +62,11 @@ class DeviceCache {
   Block* allocateSegment(BlockPool& pool, mydevStream_t stream, size_t size);
   Block* splitIfWorthIt(Block* block, size_t size);
   void returnToPool(Block* block);
+  // Every Block comes from newBlock and goes back through deleteBlock,
+  // which keeps it for the next one (why: NodeRecycler).
+  Block* newBlock(mydevStream_t stream, size_t size, BlockPool* pool,
+                  void* ptr);
+  void deleteBlock(Block* block);
   // Files a free block under its pool, merged with free neighbours.
   void insertFree(Block* block);
   void mergeWith(Block* block, Block* neighbour);
@@ -116,6 +121,7 @@ class DeviceCache {
   BlockPool small_blocks_{true, {0, 0}};
   BlockPool large_blocks_{false, {0, 0}};
   std::deque<std::pair<MydevEvent, Block*>> pending_events_;
+  std::vector<std::unique_ptr<Block>> spare_blocks_;
   ActiveBlocks active_blocks_;
   DeviceStats stats_;
   std::vector<std::unique_ptr<ExpandableSegment>> expandable_segments_;

@@ -55,7 +55,7 @@ Block* DeviceCache::reserveExpandableSegment(BlockPool& pool,
   segment->base = static_cast<char*>(base);
   segment->size = size;
   segment->mapped.assign(size / page, false);
-  auto* block = new Block(device_, stream, size, &pool, base);
+  Block* block = newBlock(stream, size, &pool, base);
   block->expandable = segment.get();
   expandable_segments_.push_back(std::move(segment));
   increase(stats_.segment, statTypesFor(&pool), 1);
@@ -140,7 +140,7 @@ void DeviceCache::releaseExpandable(Block* block) {
       break;
     }
   }
-  delete block;
+  deleteBlock(block);
 }
 
 }  // namespace mydev::caching_allocator
