@@ -35,9 +35,9 @@
 // after a region (300000 pause instructions by default), and a thread
 // spinning after the device went idle holds a core that the host thread
 // and the executor need when the next launch wakes it (the launch then
-// waited a time slice, ~3 ms, one time in several). So an executor going to
-// sleep parks its team: the team's other threads wait on a condition
-// variable inside a region the executor holds while it sleeps
+// waited a time slice, ~3 ms, one time in several). So an executor asleep
+// for kParkKernelTeamAfter parks its team: the team's other threads wait on
+// a condition variable inside a region the executor holds while it sleeps
 // (park_host_threads_while), and leave it, warm, when work comes.
 // While both run parallel work at once, both teams exist: the host is
 // oversubscribed, as with any two parallel programs.
@@ -66,6 +66,17 @@ namespace mydev_sim {
 // Long against the gaps between launches of a busy host (microseconds),
 // short against a phase of CPU work between device work.
 constexpr std::chrono::milliseconds kReleaseHostThreadsAfter{2};
+
+// How long an executor sleeps with its team left alone before it parks the
+// team. Parking is a parallel region, so it wakes the team's threads, and
+// when work comes they leave the region and spin on in libgomp for
+// milliseconds: an executor that parked at every short sleep (a host thread
+// preempted for a moment between launches) had its own team spin beside it
+// and on the host thread's core, which preempted the host thread again. On a
+// chain of one-element ops that loop held for seconds at 2x the chain's
+// time (260 parks per 2000 chains). Long against such gaps, short against
+// libgomp's own spin, which a team left alone stops by itself.
+constexpr std::chrono::milliseconds kParkKernelTeamAfter{1};
 
 // Long against the pauses of a program that keeps the device working (a
 // few milliseconds) and against starting a team again (up to 15 ms, see

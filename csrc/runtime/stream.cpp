@@ -145,20 +145,24 @@ void Stream::wait_for_work() {
   // says how long.
   const auto start = AdaptiveSpin::Clock::now();
   if (work_spin_.spin([&] { return queue_.has_untaken(); }, start)) return;
-  // Asleep, the executor keeps its kernels' team parked, then gives it back
-  // (host_threads.h).
-  bool woke_parked = false;
+  // Asleep, the executor leaves its kernels' team alone for a moment, then
+  // keeps it parked, then gives it back (host_threads.h).
+  bool woke = false;
   if (kernels_ran_since_release_) {
-    const auto release_at =
-        std::chrono::steady_clock::now() + kReleaseKernelTeamAfter;
-    woke_parked =
-        park_host_threads_while([&] { return sleep_until_work(release_at); });
-    if (!woke_parked) {
+    woke = sleep_until_work(std::chrono::steady_clock::now() +
+                            kParkKernelTeamAfter);
+    if (!woke) {
+      const auto release_at =
+          std::chrono::steady_clock::now() + kReleaseKernelTeamAfter;
+      woke =
+          park_host_threads_while([&] { return sleep_until_work(release_at); });
+    }
+    if (!woke) {
       release_host_threads();
       kernels_ran_since_release_ = false;
     }
   }
-  if (!woke_parked) {
+  if (!woke) {
     // Released, it keeps its team's size current (host_threads.h).
     while (!sleep_until_work(kernel_team_.next_measure())) {
       kernel_team_.keep_current(KernelTeam::Clock::now());
