@@ -142,6 +142,40 @@ print("ok")
 """
 )
 
+# Short sleeps between launches (a host thread busy elsewhere for a moment)
+# leave the team alone: parking it is a parallel region that wakes its
+# threads, which then spin on in libgomp beside the executor. Parked at
+# every such sleep, the team woke at every gap, and on a chain of small ops
+# its spinning preempted the host thread into the next gap.
+_SHORT_GAPS_SCRIPT = (
+    _PRELUDE
+    + """
+def team_wakeups():
+    # The executor's own thread started first; the others are its team.
+    team = sorted(tasks_named("mydev0-s"), key=int)[1:]
+    total = 0
+    for task in team:
+        with open(f"/proc/self/task/{task}/status") as status:
+            for line in status.read().splitlines():
+                if line.startswith("voluntary_ctxt_switches"):
+                    total += int(line.split()[1])
+    return total
+
+a = torch.randn(384, 384, device="mydev")
+product = a @ a  # ATen's matmul parallelises over the team
+torch.mydev.synchronize()
+time.sleep(0.01)  # parked (after 1 ms asleep), short of the release (50 ms)
+x = torch.ones(1, device="mydev")
+before = team_wakeups()
+for _ in range(200):
+    x = x + 1
+    time.sleep(0.0003)  # past the executor's spin for work, short of the park
+print("gaps 200 team wakeups", team_wakeups() - before, "threads", executor_threads())
+torch.testing.assert_close(product.cpu(), a.cpu() @ a.cpu(), rtol=1e-4, atol=1e-4)
+torch.testing.assert_close(x.cpu(), torch.full((1,), 201.0))
+"""
+)
+
 _FIXED_TEAM = {"MYDEV_DYNAMIC_THREADS": "0"}
 _DYNAMIC_TEAM = {"MYDEV_DYNAMIC_THREADS": "1"}  # the default outside the suite
 
@@ -176,6 +210,16 @@ def test_an_executor_between_kernels_keeps_its_team_without_spinning():
     # 4 of the 20 ms on the 2-core host); parked, they take next to no CPU
     # time. The least of three rounds, as a loaded host may delay the park.
     assert min(float(cpu_ms) for _, _, cpu_ms in rounds) < 2.0, result.stdout
+
+
+def test_short_sleeps_between_launches_leave_the_executors_team_asleep():
+    result = run_python(_SHORT_GAPS_SCRIPT, _FIXED_TEAM, timeout=180)
+    assert result.returncode == 0, result.stderr
+    fields = result.stdout.split()
+    assert fields[-1] == "2", result.stdout  # the team is kept throughout
+    # Parked at every sleep, the team woke at each of the 200 gaps (at
+    # least once each). A loaded host may stretch a few sleeps past the park.
+    assert int(fields[4]) < 50, result.stdout
 
 
 _BUSY_HOST_SCRIPT = (
