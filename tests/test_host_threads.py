@@ -55,6 +55,13 @@ def executor_total(proc_file, value_of):
         except OSError:  # the thread ended since it was listed
             pass
     return total
+
+def voluntary_switches(status):
+    # From a thread's /proc/self/task/<id>/status text.
+    for line in status.splitlines():
+        if line.startswith("voluntary_ctxt_switches"):
+            return int(line.split()[1])
+    return 0
 """
 
 # What the scripts below start with (but the last, which starts other
@@ -156,9 +163,7 @@ def team_wakeups():
     total = 0
     for task in team:
         with open(f"/proc/self/task/{task}/status") as status:
-            for line in status.read().splitlines():
-                if line.startswith("voluntary_ctxt_switches"):
-                    total += int(line.split()[1])
+            total += voluntary_switches(status.read())
     return total
 
 a = torch.randn(384, 384, device="mydev")
@@ -288,12 +293,6 @@ def test_deterministic_algorithms_keep_the_team_whatever_the_load():
 _IDLE_SCRIPT = (
     _PRELUDE
     + """
-def voluntary_switches(status):
-    for line in status.splitlines():
-        if line.startswith("voluntary_ctxt_switches"):
-            return int(line.split()[1])
-    return 0
-
 def executor_wakeups():
     return executor_total("status", voluntary_switches)
 
