@@ -181,6 +181,42 @@ torch.testing.assert_close(x.cpu(), torch.full((1,), 201.0))
 """
 )
 
+# Bursts of small kernels with pauses between them (a program's CPU work)
+# leave the team asleep: no kernel of theirs runs a parallel region, so
+# none leaves the team spinning. Parked at each pause, the team (started
+# by the first park) woke at each one and spun through the next burst.
+_SMALL_KERNEL_BURSTS_SCRIPT = (
+    _PRELUDE
+    + """
+def team_wakeups():
+    # The executor's own thread started first; the others are its team.
+    team = sorted(tasks_named("mydev0-s"), key=int)[1:]
+    total = 0
+    for task in team:
+        with open(f"/proc/self/task/{task}/status") as status:
+            total += voluntary_switches(status.read())
+    return total
+
+x = torch.ones(4, device="mydev")
+index = torch.zeros(1, dtype=torch.long, device="mydev")
+def burst():
+    for _ in range(50):
+        y = x.index_select(0, index) + x.sum()
+    return y
+for _ in range(3):  # first calls, whatever they cost
+    burst()
+torch.mydev.synchronize()
+time.sleep(0.2)  # past the release of any team they started
+before = team_wakeups()
+for _ in range(40):
+    y = burst()
+    torch.mydev.synchronize()
+    time.sleep(0.003)  # past the executor's sleep before a park, short of the release
+print("bursts 40 team wakeups", team_wakeups() - before)
+torch.testing.assert_close(y.cpu(), torch.full((1,), 5.0))
+"""
+)
+
 _FIXED_TEAM = {"MYDEV_DYNAMIC_THREADS": "0"}
 _DYNAMIC_TEAM = {"MYDEV_DYNAMIC_THREADS": "1"}  # the default outside the suite
 
@@ -225,6 +261,14 @@ def test_short_sleeps_between_launches_leave_the_executors_team_asleep():
     # Parked at every sleep, the team woke at each of the 200 gaps (at
     # least once each). A loaded host may stretch a few sleeps past the park.
     assert int(fields[4]) < 50, result.stdout
+
+
+def test_bursts_of_small_kernels_between_pauses_leave_the_executors_team_asleep():
+    result = run_python(_SMALL_KERNEL_BURSTS_SCRIPT, _FIXED_TEAM, timeout=180)
+    assert result.returncode == 0, result.stderr
+    # Parked at each pause, the team woke at least once per pause (40). A
+    # small kernel stretched by an interrupt may still have it parked once.
+    assert int(result.stdout.split()[-1]) < 10, result.stdout
 
 
 _BUSY_HOST_SCRIPT = (

@@ -1,6 +1,7 @@
 #include "host_threads.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -154,6 +155,15 @@ bool park_host_threads_while(const std::function<bool()>& sleep) {
   ParkedTeam team{sleep};
   GOMP_parallel(&parked_region, &team, unsigned(size), /*flags=*/0);
   return team.slept_until_work;
+}
+
+void TeamSpin::note_kernel(Clock::time_point began, Clock::time_point ended) {
+  if (ended - began < kKernelMayUseTeamAfter) return;
+  rusage usage{};
+  if (getrusage(RUSAGE_THREAD, &usage) != 0) return;
+  const bool preempted = usage.ru_nivcsw != involuntary_switches_;
+  involuntary_switches_ = usage.ru_nivcsw;
+  if (!preempted) may_spin_until_ = ended + kTeamSpinsAfterRegion;
 }
 
 void release_host_threads() {

@@ -39,8 +39,18 @@
 // for kParkKernelTeamAfter parks its team: the team's other threads wait on
 // a condition variable inside a region the executor holds while it sleeps
 // (park_host_threads_while), and leave it, warm, when work comes.
-// While both run parallel work at once, both teams exist: the host is
-// oversubscribed, as with any two parallel programs.
+// Only a team that a kernel may have left spinning is parked: leaving the
+// parked region ends a region too, after which the threads spin for those
+// milliseconds again, beside the kernels that woke the executor. Parked at
+// every pause, a team that no kernel used (small kernels run no parallel
+// region; parking started it) spun through each burst of small kernels
+// after a pause, on the executor's core: chains of one-element ops
+// alternating with 8 ms of CPU work took 1.3-2.1x the CPU's time, and
+// 0.9-1.2x once only such a team was parked. Whether a kernel may have used the
+// team, the executor tells by its duration (kKernelMayUseTeamAfter), which a
+// preempted kernel stretches: so not from kernels during which it was preempted
+// (TeamSpin). While both run parallel work at once, both teams exist: the host
+// is oversubscribed, as with any two parallel programs.
 //
 // Other processes take cores too. libgomp's threads spin between parallel
 // regions (torch loads libgomp before the extension, so OMP_WAIT_POLICY is
@@ -78,6 +88,19 @@ constexpr std::chrono::milliseconds kReleaseHostThreadsAfter{2};
 // libgomp's own spin, which a team left alone stops by itself.
 constexpr std::chrono::milliseconds kParkKernelTeamAfter{1};
 
+// A kernel that ran this long may have run a parallel region (ATen
+// parallelises a loop only beyond 32768 elements, Inductor and MKL beyond
+// similar sizes). Shorter kernels (a chain of small ops) are taken to leave
+// the team as it was; one that did use it leaves it spinning for at most
+// kTeamSpinsAfterRegion, unparked, as libgomp would anyway.
+constexpr std::chrono::microseconds kKernelMayUseTeamAfter{50};
+
+// How long a team's threads may spin after a region: libgomp's 300000
+// pauses, measured at 8-11 ms on a 2-core AMD VM; longer on CPUs whose
+// pause instruction is slower. After that they sleep by themselves, and
+// parking them would only wake them.
+constexpr std::chrono::milliseconds kTeamSpinsAfterRegion{20};
+
 // Long against the pauses of a program that keeps the device working (a
 // few milliseconds) and against starting a team again (up to 15 ms, see
 // above), short against a phase of CPU work beside an idle device.
@@ -90,6 +113,25 @@ constexpr std::chrono::milliseconds kReleaseKernelTeamAfter{50};
 // `sleep`. Starts the team if the thread has none: call it only on an
 // executor whose kernels ran since its team was released.
 bool park_host_threads_while(const std::function<bool()>& sleep);
+
+// Whether an executor's team may still be spinning after the kernels that
+// used it, so that parking it is worth waking it. Executor-thread state.
+class TeamSpin {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // After each kernel. A kernel short of kKernelMayUseTeamAfter costs a
+  // comparison; a longer one a look at the thread's context switches (a
+  // system call): one preempted since the previous look may only seem long,
+  // and is not counted.
+  void note_kernel(Clock::time_point began, Clock::time_point ended);
+
+  bool may_spin(Clock::time_point now) const { return now < may_spin_until_; }
+
+ private:
+  Clock::time_point may_spin_until_{};
+  long involuntary_switches_ = 0;  // at the previous look
+};
 
 // Releases the calling thread's OpenMP team, if it has one and OpenMP is in
 // the process (the driver's own test program runs without it). Inside a
@@ -140,9 +182,12 @@ class KernelTeam {
 
   // Before each kernel, and when the idle executor wakes at next_measure():
   // a clock read, and once per kHostLoadInterval a look at the host's CPU
-  // times and this process's (about 10 us).
-  void keep_current(Clock::time_point now) {
-    if (enabled_ && now >= next_sample_) resize(now);
+  // times and this process's (tens of microseconds). Returns when it is
+  // done: `now`, or the time after that look.
+  Clock::time_point keep_current(Clock::time_point now) {
+    if (!enabled_ || now < next_sample_) return now;
+    resize(now);
+    return Clock::now();
   }
 
   // After each kernel. ATen sizes a thread's team at its first parallel

@@ -146,16 +146,18 @@ void Stream::wait_for_work() {
   const auto start = AdaptiveSpin::Clock::now();
   if (work_spin_.spin([&] { return queue_.has_untaken(); }, start)) return;
   // Asleep, the executor leaves its kernels' team alone for a moment, then
-  // keeps it parked, then gives it back (host_threads.h).
+  // keeps it (parked if its threads may still be spinning), then gives it
+  // back (host_threads.h).
   bool woke = false;
   if (kernels_ran_since_release_) {
     woke = sleep_until_work(std::chrono::steady_clock::now() +
                             kParkKernelTeamAfter);
     if (!woke) {
-      const auto release_at =
-          std::chrono::steady_clock::now() + kReleaseKernelTeamAfter;
+      const auto now = std::chrono::steady_clock::now();
+      const auto release_at = now + kReleaseKernelTeamAfter;
+      const auto sleep = [&] { return sleep_until_work(release_at); };
       woke =
-          park_host_threads_while([&] { return sleep_until_work(release_at); });
+          team_spin_.may_spin(now) ? park_host_threads_while(sleep) : sleep();
     }
     if (!woke) {
       release_host_threads();
@@ -253,7 +255,8 @@ void Stream::run_kernel(const Task& task) {
   {
     KernelSlot slot(device_->gate(), gate_level(priority_));
     if (!shutting_down()) {
-      kernel_team_.keep_current(KernelTeam::Clock::now());
+      const KernelTeam::Clock::time_point began =
+          kernel_team_.keep_current(KernelTeam::Clock::now());
       kernels_ran_since_release_ = true;
       // Timed once the kernel holds a compute slot: that is when it runs.
       const int64_t start = task.activity ? activity_now() : 0;
@@ -269,6 +272,7 @@ void Stream::run_kernel(const Task& task) {
                    task.name, device_->index()));
       }
       kernel_team_.keep_after_kernel();
+      team_spin_.note_kernel(began, KernelTeam::Clock::now());
       if (task.release != nullptr) task.release(task.dst);
       report_illegal_access(device_, task.name);
       if (task.activity) activity_finish(task.activity, start, activity_now());

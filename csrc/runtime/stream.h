@@ -123,6 +123,7 @@ class Stream {
   // Kernels ran since the executor last released its team (host_threads.h),
   // so it may have one to park. Executor-thread state.
   bool kernels_ran_since_release_ = false;
+  TeamSpin team_spin_;  // whether parking the team is worth it
   std::thread executor_;
 };
 

@@ -1386,6 +1386,28 @@ void test_kernel_team_size() {
   CHECK(kernel_team_size(0.6, 2, 8) == 1);
 }
 
+void test_team_spin() {
+  using mydev_sim::kKernelMayUseTeamAfter;
+  using mydev_sim::kTeamSpinsAfterRegion;
+  using mydev_sim::TeamSpin;
+  TeamSpin spin;
+  const TeamSpin::Clock::time_point t0 = TeamSpin::Clock::now();
+  CHECK(!spin.may_spin(t0));
+  // Small kernels leave the team as it was.
+  spin.note_kernel(t0, t0 + kKernelMayUseTeamAfter / 2);
+  CHECK(!spin.may_spin(t0 + kKernelMayUseTeamAfter));
+  // A long one counts once no involuntary switch came since the previous
+  // look (the first look sees all the thread's switches so far; a few more
+  // tries absorb a preemption between two looks).
+  const auto ended = t0 + 2 * kKernelMayUseTeamAfter;
+  for (int look = 0; look < 4 && !spin.may_spin(ended); ++look) {
+    spin.note_kernel(t0, ended);
+  }
+  CHECK(spin.may_spin(ended));
+  CHECK(spin.may_spin(ended + kTeamSpinsAfterRegion / 2));
+  CHECK(!spin.may_spin(ended + kTeamSpinsAfterRegion));
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "--child-launch-blocking") return child_launch_blocking();
@@ -1426,6 +1448,7 @@ int main(int argc, char** argv) {
       {"child processes", test_child_processes},
       {"peer memory", test_peer_memory},
       {"kernel team size", test_kernel_team_size},
+      {"team spin", test_team_spin},
       {"latency", skip_latency ? nullptr : measure_latency},
   };
   for (const Case& c : cases) {
