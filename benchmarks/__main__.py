@@ -27,12 +27,13 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import plot  # noqa: E402
 import report  # noqa: E402
+from core_latency import BUSY_ENV  # noqa: E402
 
 MAIN_GUARD = 'if __name__ == "__main__":'
 
@@ -49,9 +50,10 @@ def discover() -> List[str]:
     return names
 
 
-def run_script(name: str, full: bool, out: str, timeout: float) -> List[Dict[str, Any]]:
+def run_script(name: str, full: bool, out: str, timeout: float) -> Tuple[List[Dict[str, Any]], str]:
     """Runs one script; returns its report entries (one ERROR line if it
-    produced no JSON). Its table goes to ``out/<name>.txt``."""
+    produced no JSON) and the core-to-core round trips it saw. Its table
+    goes to ``out/<name>.txt``."""
     json_path = os.path.join(out, f"{name}.json")
     if os.path.exists(json_path):
         os.remove(json_path)
@@ -68,12 +70,14 @@ def run_script(name: str, full: bool, out: str, timeout: float) -> List[Dict[str
             reason = f"timed out after {timeout:.0f} s"
     print(f"== {name}: {time.perf_counter() - started:.0f} s {reason}", file=sys.stderr, flush=True)
     if not os.path.exists(json_path):
-        return [report.failed_entry(name, reason or "no JSON written")]
+        return [report.failed_entry(name, reason or "no JSON written")], f"{name} -"
     with open(json_path) as handle:
-        entries = report.entries_of(name, json.load(handle))
+        payload = json.load(handle)
+    entries = report.entries_of(name, payload)
     if reason:
         entries.append(report.failed_entry(name, reason))
-    return entries
+    round_trips = payload.get("environment", {}).get("core_round_trip_ns") or [None]
+    return entries, f"{name} " + "/".join("-" if ns is None else f"{ns:.0f}" for ns in round_trips)
 
 
 BUSY_LOOP = "while True: pass"
@@ -112,9 +116,13 @@ def main() -> int:
     timeout = args.timeout or (3600.0 if args.full else 900.0)
     started = time.perf_counter()
     entries: List[Dict[str, Any]] = []
+    round_trips: List[str] = []
+    os.environ[BUSY_ENV] = str(args.busy)  # for the scripts' environment blocks
     with busy_processes(args.busy):
         for name in scripts:
-            entries += run_script(name, args.full, args.out, timeout)
+            script_entries, script_round_trips = run_script(name, args.full, args.out, timeout)
+            entries += script_entries
+            round_trips.append(script_round_trips)
     mode = "full" if args.full else "quick"
     beside = None
     if args.beside:
@@ -129,7 +137,12 @@ def main() -> int:
         f"Ratios are mydev / baseline, each measured in one run; `compared` says what each side runs. "
         f"Scripts: {', '.join(scripts)}. {time.perf_counter() - started:.0f} s, "
         f"load average at the end {load}, {os.cpu_count()} cores, "
-        f"{args.busy} busy process(es) beside the run (`ratio` column)."
+        f"{args.busy} busy process(es) beside the run (`ratio` column).\n\n"
+        f"Core-to-core round trip, ns before/after each script (`benchmarks/core_round_trip.c`; "
+        f"'-': not measured, as beside busy processes): {', '.join(round_trips)}. "
+        f"mydev's small ops hand data between two cores, the CPU's do not: on the 2-core VM "
+        f"these figures were about 100 ns at some times and 500 ns at others, and the chains of "
+        f"small ops read about 1.5x higher at 500."
     )
     table = report.markdown(entries, header, beside)
     with open(os.path.join(args.out, "report.md"), "w") as handle:

@@ -22,6 +22,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Seque
 
 import torch
 
+# core_latency.py sits next to this module; the insert lets the module be
+# imported from elsewhere too (the tests import benchmarks.harness).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from core_latency import core_round_trip_ns  # noqa: E402
+
 KiB = 1024
 MiB = 1024 * KiB
 
@@ -233,7 +238,9 @@ HOST_ALLOCATOR = _keep_freed_host_memory()
 # ------------------------------------------------------------ environment --
 
 
-def environment() -> Dict[str, Any]:
+def environment(core_round_trips: Tuple[Optional[float], Optional[float]] = (None, None)) -> Dict[str, Any]:
+    """The run's environment; ``core_round_trips``, the core-to-core round
+    trip before and after the measurements (``core_latency.py``)."""
     count = torch.mydev.device_count()
     devices = []
     for index in range(count):
@@ -259,7 +266,12 @@ def environment() -> Dict[str, Any]:
         "mydev_device_count": count,
         "mydev_launch_blocking": torch.mydev.is_launch_blocking(),
         "mydev_devices": devices,
+        "core_round_trip_ns": list(core_round_trips),
     }
+
+
+def _round_trip_text(ns: Optional[float]) -> str:
+    return "not measured" if ns is None else f"{ns:.0f} ns"
 
 
 def render_environment(env: Dict[str, Any], budget: Budget, seconds: float) -> str:
@@ -270,6 +282,10 @@ def render_environment(env: Dict[str, Any], budget: Budget, seconds: float) -> s
         f"  cores: {env['usable_cores']} usable of {env['cpu_count']}, "
         f"torch threads {env['torch_threads']}, load average {env['load_average']}",
         f"  host allocator: {env['host_allocator']}",
+        "  core-to-core round trip (benchmarks/core_round_trip.c): "
+        + ", ".join(
+            f"{_round_trip_text(ns)} {when}" for ns, when in zip(env["core_round_trip_ns"], ("before", "after"))
+        ),
         f"  mydev devices: {env['mydev_device_count']}, launch blocking: {env['mydev_launch_blocking']}",
     ]
     for index, dev in enumerate(env["mydev_devices"]):
@@ -452,10 +468,11 @@ def run_benchmark(
         return 1
     full, quick = budgets
     budget = quick if args.quick else full
+    round_trip_before = core_round_trip_ns()
     started = time.perf_counter()
     rows = measure(budget)
     seconds = time.perf_counter() - started
-    env = environment()
+    env = environment((round_trip_before, core_round_trip_ns()))
     print(render(rows))
     print(render_environment(env, budget, seconds))
     if args.json:

@@ -5,6 +5,7 @@ rows cannot be written as JSON shows up here rather than as an ERROR line in
 someone's report."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -186,3 +187,21 @@ print(mapped, faults_per_call())
     assert setting.startswith("freed memory kept"), setting
     assert mapped >= 3 * 1500, (mapped, kept)
     assert kept <= mapped / 20, (mapped, kept)
+
+
+def test_the_core_round_trip_is_measured_on_two_cores_and_not_beside_busy_processes(monkeypatch):
+    """Every report's environment block carries the host's core-to-core
+    round trip (benchmarks/core_round_trip.c), which moves mydev's ratios of
+    small ops and not the CPU's; beside busy processes it is not measured."""
+    from benchmarks import core_latency
+
+    monkeypatch.delenv(core_latency.BUSY_ENV, raising=False)
+    round_trip = core_latency.core_round_trip_ns()
+    if len(os.sched_getaffinity(0)) < 2:
+        assert round_trip is None
+    else:
+        # A cache line's trip between cores: tens of nanoseconds to a few
+        # microseconds on a loaded host, never zero or absent.
+        assert round_trip is not None and 0 < round_trip < 1e6, round_trip
+    monkeypatch.setenv(core_latency.BUSY_ENV, "1")
+    assert core_latency.core_round_trip_ns() is None
