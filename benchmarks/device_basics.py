@@ -16,7 +16,8 @@ The groups of measurements, each row a ratio mydev / CPU:
   issued after the host slept 1, 3 or 10 ms (a data-loading step, a
   ``.item()`` and some Python), against the same in a CPU-only process;
   information, no target (csrc/runtime/host_threads.h: the kernels'
-  OpenMP team, parked between kernels, given back after 50 ms of idle);
+  OpenMP team, kept between kernels and parked after those that used it,
+  given back after 50 ms of idle);
   and the first kernels (a 1024x1024 matmul) 0.3 s after other processes
   that held every core for a second while the device idled have stopped
   (information, no target: the idle executor's load measure);

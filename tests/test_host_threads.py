@@ -1,8 +1,9 @@
 """An idle device gives the host threads of its kernels back, and a host
 thread submitting device work gives back its own idle ones
 (csrc/runtime/host_threads.h). Between kernels, within the idle that the
-release waits for, the executor keeps its team parked: no thread of it
-spins.
+release waits for, the executor keeps its team, parked after kernels that
+used it: no thread of it spins, and bursts of small kernels leave it
+asleep.
 
 A kernel's parallel loops run on an OpenMP team of its stream's executor;
 while that team exists beside the host's own, libgomp stops spinning in
