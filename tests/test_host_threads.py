@@ -63,6 +63,15 @@ def voluntary_switches(status):
         if line.startswith("voluntary_ctxt_switches"):
             return int(line.split()[1])
     return 0
+
+def team_wakeups():
+    # The executor's own thread started first; the others are its team.
+    team = sorted(tasks_named("mydev0-s"), key=int)[1:]
+    total = 0
+    for task in team:
+        with open(f"/proc/self/task/{task}/status") as status:
+            total += voluntary_switches(status.read())
+    return total
 """
 
 # What the scripts below start with (but the last, which starts other
@@ -158,15 +167,6 @@ print("ok")
 _SHORT_GAPS_SCRIPT = (
     _PRELUDE
     + """
-def team_wakeups():
-    # The executor's own thread started first; the others are its team.
-    team = sorted(tasks_named("mydev0-s"), key=int)[1:]
-    total = 0
-    for task in team:
-        with open(f"/proc/self/task/{task}/status") as status:
-            total += voluntary_switches(status.read())
-    return total
-
 a = torch.randn(384, 384, device="mydev")
 product = a @ a  # ATen's matmul parallelises over the team
 torch.mydev.synchronize()
@@ -189,15 +189,6 @@ torch.testing.assert_close(x.cpu(), torch.full((1,), 201.0))
 _SMALL_KERNEL_BURSTS_SCRIPT = (
     _PRELUDE
     + """
-def team_wakeups():
-    # The executor's own thread started first; the others are its team.
-    team = sorted(tasks_named("mydev0-s"), key=int)[1:]
-    total = 0
-    for task in team:
-        with open(f"/proc/self/task/{task}/status") as status:
-            total += voluntary_switches(status.read())
-    return total
-
 x = torch.ones(4, device="mydev")
 index = torch.zeros(1, dtype=torch.long, device="mydev")
 def burst():
