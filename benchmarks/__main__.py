@@ -27,7 +27,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -50,10 +50,10 @@ def discover() -> List[str]:
     return names
 
 
-def run_script(name: str, full: bool, out: str, timeout: float) -> Tuple[List[Dict[str, Any]], str]:
+def run_script(name: str, full: bool, out: str, timeout: float) -> Tuple[List[Dict[str, Any]], List[Optional[float]]]:
     """Runs one script; returns its report entries (one ERROR line if it
-    produced no JSON) and the core-to-core round trips it saw. Its table
-    goes to ``out/<name>.txt``."""
+    produced no JSON) and the core-to-core round trips it recorded (None:
+    not measured). Its table goes to ``out/<name>.txt``."""
     json_path = os.path.join(out, f"{name}.json")
     if os.path.exists(json_path):
         os.remove(json_path)
@@ -70,14 +70,13 @@ def run_script(name: str, full: bool, out: str, timeout: float) -> Tuple[List[Di
             reason = f"timed out after {timeout:.0f} s"
     print(f"== {name}: {time.perf_counter() - started:.0f} s {reason}", file=sys.stderr, flush=True)
     if not os.path.exists(json_path):
-        return [report.failed_entry(name, reason or "no JSON written")], f"{name} -"
+        return [report.failed_entry(name, reason or "no JSON written")], [None]
     with open(json_path) as handle:
         payload = json.load(handle)
     entries = report.entries_of(name, payload)
     if reason:
         entries.append(report.failed_entry(name, reason))
-    round_trips = payload.get("environment", {}).get("core_round_trip_ns") or [None]
-    return entries, f"{name} " + "/".join("-" if ns is None else f"{ns:.0f}" for ns in round_trips)
+    return entries, payload.get("environment", {}).get("core_round_trip_ns") or [None]
 
 
 BUSY_LOOP = "while True: pass"
@@ -122,7 +121,7 @@ def main() -> int:
         for name in scripts:
             script_entries, script_round_trips = run_script(name, args.full, args.out, timeout)
             entries += script_entries
-            round_trips.append(script_round_trips)
+            round_trips.append(f"{name} " + "/".join("-" if ns is None else f"{ns:.0f}" for ns in script_round_trips))
     mode = "full" if args.full else "quick"
     beside = None
     if args.beside:

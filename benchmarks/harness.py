@@ -238,7 +238,7 @@ HOST_ALLOCATOR = _keep_freed_host_memory()
 # ------------------------------------------------------------ environment --
 
 
-def environment(core_round_trips: Tuple[Optional[float], Optional[float]] = (None, None)) -> Dict[str, Any]:
+def environment(core_round_trips: Tuple[Optional[float], Optional[float]]) -> Dict[str, Any]:
     """The run's environment; ``core_round_trips``, the core-to-core round
     trip before and after the measurements (``core_latency.py``)."""
     count = torch.mydev.device_count()
