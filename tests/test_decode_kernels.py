@@ -6,6 +6,8 @@ recorded kernel: "matrix_vector_product" for the device's kernel, "aten::mm"
 for ATen's CPU kernel run on the device.
 """
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -97,6 +99,20 @@ def test_bad_products_raise_as_on_cpu_and_the_device_recovers():
     int_out = torch.empty(1, 5, dtype=torch.int32, device=D)
     with pytest.raises(RuntimeError, match="Expected out tensor to have dtype float, but got int instead"):
         torch.mm(x, w[:3], out=int_out)
+    # A bias the product's row does not fit: the CPU kernel's error, at the
+    # call (the Meta kernel does not check the bias), nothing left on the stream.
+    for shape in ((4,), (2, 5)):
+        bias = torch.randn(shape, device=D)
+        with pytest.raises(RuntimeError) as on_cpu:
+            torch.addmm(bias.cpu(), x.cpu(), w[:3].cpu())
+        assert "The expanded size of the tensor" in str(on_cpu.value)
+        with pytest.raises(RuntimeError, match=re.escape(str(on_cpu.value))):
+            torch.addmm(bias, x, w[:3])
+        with pytest.raises(RuntimeError, match=re.escape(str(on_cpu.value))):
+            torch.addmm(bias, x, w[:3], out=torch.empty(1, 5, device=D))
+    with pytest.raises(RuntimeError, match=r"Expected size for first two dimensions of batch2 tensor to be: \[2, 3\]"):
+        torch.bmm(torch.randn(2, 1, 3, device=D), torch.randn(3, 3, 5, device=D))
+    torch.mydev.synchronize()
     assert_device_still_usable()
     assert_close_to_cpu(x @ w[:3], x.cpu() @ w[:3].cpu(), rtol=1e-6, atol=1e-6)
 

@@ -122,10 +122,20 @@ Tensor& productOutMeta(const Tensor& self, const Tensor& other, Tensor& out) {
   return kernel(self, other, out);
 }
 
+// addmm's Meta kernel leaves the bias to the CPU kernel, which expands it
+// to the product's shape. Expanded here too, a bias that does not fit
+// raises the CPU kernel's error at the call (as on cuda), not from the
+// stream at the next synchronize.
+void checkBiasExpandsTo(const Tensor& bias, const Tensor& product) {
+  bias.expand(product.sizes());
+}
+
 Tensor addmmMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
                  const Scalar& beta, const Scalar& alpha) {
   checkOneDtype({&self, &mat1, &mat2});
-  return at::meta::addmm(self, mat1, mat2, beta, alpha);
+  Tensor product = at::meta::addmm(self, mat1, mat2, beta, alpha);
+  checkBiasExpandsTo(self, product);
+  return product;
 }
 
 Tensor& addmmInPlaceMeta(Tensor& self, const Tensor& mat1, const Tensor& mat2,
@@ -137,7 +147,9 @@ Tensor& addmmInPlaceMeta(Tensor& self, const Tensor& mat1, const Tensor& mat2,
 Tensor& addmmOutMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
                      const Scalar& beta, const Scalar& alpha, Tensor& out) {
   checkOneDtype({&self, &mat1, &mat2, &out});
-  return at::meta::addmm_outf(self, mat1, mat2, beta, alpha, out);
+  at::meta::addmm_outf(self, mat1, mat2, beta, alpha, out);
+  checkBiasExpandsTo(self, out);
+  return out;
 }
 
 // addbmm's CPU kernel sums the batch's products into a contiguous [n, p]
