@@ -1,9 +1,11 @@
 """The device's own kernel for one-row float32 matrix products (every Linear
-of a language model's decode step multiplies one token), against the CPU.
+of a language model's decode step multiplies one token, with its bias or
+without, and so does each head's attention product written as a batched
+one), against the CPU.
 
 Which kernel ran is read from a captured graph's debug dump, which names each
-recorded kernel: "matrix_vector_product" for the device's kernel, "aten::mm"
-for ATen's CPU kernel run on the device.
+recorded kernel: "matrix_vector_product" for the device's kernel, "aten::mm",
+"aten::addmm" or "aten::bmm" for ATen's CPU kernel run on the device.
 """
 
 import re
@@ -64,6 +66,135 @@ def test_out_linear_and_row_view_forms_match_cpu(tmp_path):
     assert dump.count(KERNEL) == 2
     assert_close_to_cpu(mm_out, tokens[1:2].cpu() @ weight.cpu().t(), rtol=1e-5, atol=1e-5)
     assert_close_to_cpu(linear, F.linear(tokens[2:3].cpu().unsqueeze(0), weight.cpu()), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("k,n", [(256, 768), (17, 33), (1, 5), (300, 1), (128, 9000)])
+@pytest.mark.parametrize("layout", ["linear", "conv1d"])
+def test_one_row_products_with_a_bias_take_the_kernel_and_match_cpu(k, n, layout, tmp_path):
+    # A Linear with a bias (x @ weight.t() + bias), and GPT-2's Conv1D
+    # (addmm of the bias, x and a weight with contiguous rows).
+    x, bias = torch.randn(1, k, device=D), torch.randn(n, device=D)
+    if layout == "linear":
+        weight = torch.randn(n, k, device=D)
+        fn, ref = (lambda: F.linear(x, weight, bias)), F.linear(x.cpu(), weight.cpu(), bias.cpu())
+    else:
+        w = torch.randn(k, n, device=D)
+        fn, ref = (lambda: torch.addmm(bias, x, w)), torch.addmm(bias.cpu(), x.cpu(), w.cpu())
+    out, dump = captured(fn, tmp_path)
+    assert KERNEL in dump and "aten::addmm" not in dump
+    assert_close_to_cpu(out, ref, rtol=1e-5, atol=1e-4)
+    assert_close_to_cpu(fn(), ref, rtol=1e-5, atol=1e-4)  # eager
+
+
+@pytest.mark.parametrize("shape", [(40,), (1, 40), (1,), (1, 1), ()])
+def test_every_bias_a_row_broadcasts_from_takes_the_kernel(shape, tmp_path):
+    x, w = torch.randn(1, 24, device=D), torch.randn(24, 40, device=D)
+    bias = torch.randn(shape, device=D)
+    out = torch.full((1, 40), float("nan"), device=D)
+    (functional, into_out), dump = captured(
+        lambda: (torch.addmm(bias, x, w), torch.addmm(bias, x, w, out=out)), tmp_path
+    )
+    assert dump.count(KERNEL) == 2 and "aten::addmm" not in dump
+    expected = torch.addmm(bias.cpu(), x.cpu(), w.cpu())
+    assert_close_to_cpu(functional, expected, rtol=1e-5, atol=1e-5)
+    assert_close_to_cpu(into_out, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["beta_alpha", "strided_bias", "bias_overlaps_out", "in_place", "float64"])
+def test_biased_products_the_kernel_does_not_take_run_atens_and_match_cpu(case, tmp_path):
+    dtype = torch.float64 if case == "float64" else torch.float32
+    x, w = torch.randn(1, 24, device=D, dtype=dtype), torch.randn(24, 10, device=D, dtype=dtype)
+    bias = (
+        torch.randn(20, device=D, dtype=dtype)[::2]
+        if case == "strided_bias"
+        else torch.randn(10, device=D, dtype=dtype)
+    )
+    x_cpu, w_cpu, bias_cpu = x.cpu(), w.cpu(), bias.cpu()
+    if case == "beta_alpha":
+        fn, expected = (
+            (lambda: torch.addmm(bias, x, w, beta=0.5, alpha=2)),
+            torch.addmm(bias_cpu, x_cpu, w_cpu, beta=0.5, alpha=2),
+        )
+    elif case == "bias_overlaps_out":  # the bias is the output's memory
+        out = bias.view(1, 10)
+        fn = lambda: torch.addmm(bias, x, w, out=out)  # noqa: E731
+        expected = torch.addmm(bias_cpu, x_cpu, w_cpu, out=bias_cpu.view(1, 10))
+    elif case == "in_place":
+        row = bias.view(1, 10)
+        fn, expected = (lambda: row.addmm_(x, w)), bias_cpu.view(1, 10).addmm_(x_cpu, w_cpu)
+    else:
+        fn, expected = (lambda: torch.addmm(bias, x, w)), torch.addmm(bias_cpu, x_cpu, w_cpu)
+    result, dump = captured(fn, tmp_path)
+    assert KERNEL not in dump and "aten::addmm" in dump
+    assert_close_to_cpu(result, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("batches,k,n", [(12, 64, 50), (3, 1, 7), (5, 33, 1), (1, 128, 9000)])
+@pytest.mark.parametrize("layout", ["scores", "values", "shared_matrix"])
+def test_one_row_batched_products_take_the_kernel_and_match_cpu(batches, k, n, layout, tmp_path):
+    # A decode step's attention per head: the query times the cached keys
+    # transposed (scores), the weights times the cached values (values), or
+    # one matrix for every batch (an expanded weight: no batch stride).
+    q = torch.randn(batches, 1, k, device=D)
+    if layout == "scores":
+        m = torch.randn(batches, n, k, device=D).transpose(1, 2)
+    elif layout == "values":
+        m = torch.randn(batches, k, n, device=D)
+    else:
+        m = torch.randn(k, n, device=D).expand(batches, k, n)
+    fn = lambda: torch.bmm(q, m)  # noqa: E731
+    out, dump = captured(fn, tmp_path)
+    assert KERNEL in dump and "aten::bmm" not in dump
+    expected = torch.bmm(q.cpu(), m.cpu())
+    assert_close_to_cpu(out, expected, rtol=1e-5, atol=1e-4)
+    assert_close_to_cpu(fn(), expected, rtol=1e-5, atol=1e-4)  # eager
+
+
+@pytest.mark.parametrize("layout", ["scores", "values"])
+def test_small_batched_products_give_the_cpus_bits(layout, tmp_path):
+    # Under 400 multiply-adds per batch ATen's bmm sums each output in
+    # order, and so does the kernel (a vector times a batch of matrices,
+    # as matmul([10], [5, 5, 10, 5]) folds it).
+    v = torch.randn(25, 1, 10, device=D)
+    m = torch.randn(25, 10, 5, device=D) if layout == "values" else torch.randn(25, 5, 10, device=D).transpose(1, 2)
+    out, dump = captured(lambda: torch.bmm(v, m), tmp_path)
+    assert KERNEL in dump
+    assert_close_to_cpu(out, torch.bmm(v.cpu(), m.cpu()), exact=True)
+
+
+def test_four_dimensional_attention_scores_and_bmm_out_take_the_kernel(tmp_path):
+    q = torch.randn(2, 4, 1, 32, device=D)
+    keys = torch.randn(2, 4, 50, 32, device=D)
+    out = torch.full((8, 1, 50), float("nan"), device=D)
+
+    def forms():
+        scores = q @ keys.transpose(-1, -2)  # matmul folds the heads into one bmm
+        torch.bmm(q.view(8, 1, 32), keys.view(8, 50, 32).transpose(1, 2), out=out)
+        return scores, out
+
+    (scores, into_out), dump = captured(forms, tmp_path)
+    assert dump.count(KERNEL) == 2 and "aten::bmm" not in dump
+    expected = q.cpu() @ keys.cpu().transpose(-1, -2)
+    assert_close_to_cpu(scores, expected, rtol=1e-5, atol=1e-5)
+    assert_close_to_cpu(into_out, expected.view(8, 1, 50), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["two_rows", "strided_query", "out_overlaps_query", "empty_batch"])
+def test_batched_products_the_kernel_does_not_take_run_atens_and_match_cpu(case, tmp_path):
+    batches = 0 if case == "empty_batch" else 4
+    q = torch.randn(batches, 2 if case == "two_rows" else 1, 16, device=D)
+    if case == "strided_query":
+        q = torch.randn(batches, 1, 32, device=D)[:, :, ::2]
+    m = torch.randn(batches, 16, 16, device=D)
+    q_cpu, m_cpu = q.cpu(), m.cpu()
+    if case == "out_overlaps_query":
+        result, dump = captured(lambda: torch.bmm(q, m, out=q), tmp_path)
+        expected = torch.bmm(q_cpu, m_cpu, out=q_cpu)
+    else:
+        result, dump = captured(lambda: torch.bmm(q, m), tmp_path)
+        expected = torch.bmm(q_cpu, m_cpu)
+    assert KERNEL not in dump
+    assert_close_to_cpu(result, expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -135,13 +266,19 @@ def test_decode_kernels_match_cpu_with_each_vector_isa_in_a_plain_script():
         q = torch.randn(1, 4, 1, 33, device="mydev")
         k = torch.randn(1, 4, 50, 33, device="mydev")
         v = torch.randn(1, 4, 50, 33, device="mydev")
+        bias = torch.randn(130, device="mydev")
         product = F.linear(x, weight).cpu()
+        biased = F.linear(x, weight, bias).cpu()
+        scores = (q @ k.transpose(-1, -2)).cpu()
         attention = F.scaled_dot_product_attention(q, k, v).cpu()
         product_error = (product - F.linear(x.cpu(), weight.cpu())).abs().max().item()
         attention_error = (attention - F.scaled_dot_product_attention(q.cpu(), k.cpu(), v.cpu())).abs().max().item()
-        print(torch.backends.cpu.get_cpu_capability(), product_error < 1e-4, attention_error < 1e-5)
+        biased_error = (biased - F.linear(x.cpu(), weight.cpu(), bias.cpu())).abs().max().item()
+        scores_error = (scores - q.cpu() @ k.cpu().transpose(-1, -2)).abs().max().item()
+        print(torch.backends.cpu.get_cpu_capability(), product_error < 1e-4, attention_error < 1e-5,
+              biased_error < 1e-4, scores_error < 1e-4)
     """
     for capability in runnable:
         result = run_python(script, env={"ATEN_CPU_CAPABILITY": capability})
         assert result.returncode == 0, result.stderr
-        assert result.stdout.split() == [capability.upper(), "True", "True"], result.stdout
+        assert result.stdout.split() == [capability.upper(), "True", "True", "True", "True"], result.stdout
