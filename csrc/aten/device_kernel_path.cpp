@@ -22,6 +22,7 @@
 #include "../core/device.h"
 #include "beyond_cpu_dtypes.h"
 #include "cpu_fallback_policy.h"
+#include "cpu_kernel_checks.h"
 #include "device_kernel_path.h"
 #include "device_randomness.h"
 #include "host_view.h"
@@ -82,6 +83,9 @@ struct OperatorTraits {
   // (one that copies the functional kernel's results does nothing the
   // device needs).
   std::optional<c10::OperatorHandle> writing_out_variant;
+  // What the CPU kernel checks before computing that the Meta kernel
+  // does not (cpu_kernel_checks.h); usually none.
+  CpuKernelCheck cpu_kernel_check;
 };
 
 OperatorTraits traitsOf(const c10::OperatorHandle& op) {
@@ -90,8 +94,11 @@ OperatorTraits traitsOf(const c10::OperatorHandle& op) {
     out_variant.reset();
   }
   return {!returnsOnlyTensors(op.schema()) || outputsShapedByTheData(op),
-          takesGenerator(op.schema()), acceptsHostIndices(op.operator_name()),
-          hostScalarsArgument(op), out_variant};
+          takesGenerator(op.schema()),
+          acceptsHostIndices(op.operator_name()),
+          hostScalarsArgument(op),
+          out_variant,
+          cpuKernelCheckFor(op.operator_name())};
 }
 
 // The mydev device of the call: its mydev tensors' device or, for factory
@@ -250,6 +257,26 @@ at::Tensor toDeviceKeepingLayout(const at::Tensor& t, c10::Device device) {
   return on_device;
 }
 
+// True if the out= argument `index` shares memory with another tensor
+// argument of the call (or is one of them).
+bool sharesMemoryWithAnotherArgument(c10::ArrayRef<c10::IValue> args,
+                                     size_t index) {
+  const at::Tensor& out = args[index].toTensor();
+  if (!out.defined() || !out.has_storage()) {
+    return false;
+  }
+  bool shared = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i != index) {
+      forEachTensor(args[i], [&](const at::Tensor& t) {
+        shared = shared ||
+                 (t.has_storage() && t.storage().is_alias_of(out.storage()));
+      });
+    }
+  }
+  return shared;
+}
+
 // Data-dependent shapes and host-valued results: run the CPU kernel as a
 // kernel, wait for it, and bring tensor results back to the device. An
 // exception keeps its Python type (IndexError stays IndexError).
@@ -268,10 +295,13 @@ void runAndSynchronize(const c10::OperatorHandle& op,
       device.index(), traits.takes_generator ? largestNumel(device_args) : 0};
   // out= arguments get host tensors the CPU kernel may resize (host views
   // of device memory cannot grow); their contents go to the device after.
+  // One that shares memory with another argument gets its host view, so
+  // that the CPU kernel sees the sharing and refuses it as on the CPU.
   std::vector<std::pair<size_t, at::Tensor>> host_outs;
   for (size_t i = 0; i < n_args; ++i) {
     const c10::IValue& arg = device_args[i];
-    if (schema.arguments()[i].is_out() && arg.isTensor()) {
+    if (schema.arguments()[i].is_out() && arg.isTensor() &&
+        !sharesMemoryWithAnotherArgument(device_args, i)) {
       at::Tensor host_out =
           at::empty({0}, arg.toTensor().options().device(c10::kCPU));
       host_outs.emplace_back(i, host_out);
@@ -391,8 +421,17 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
       "device either.");
   const c10::DeviceGuard guard(device);
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  // After the Meta kernel's checks, as the CPU kernel makes them; before a
+  // synchronous run, which gives out= arguments host tensors of their own.
+  const auto check_as_the_cpu_kernel = [&] {
+    if (traits.cpu_kernel_check != nullptr) {
+      traits.cpu_kernel_check(
+          c10::ArrayRef<c10::IValue>(stack->data() + first_arg, n_args));
+    }
+  };
 
   if (traits.synchronous) {
+    check_as_the_cpu_kernel();
     runAndSynchronize(op, traits, stack, first_arg, device);
     return;
   }
@@ -406,9 +445,13 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
     // that can't handle this call: compute synchronously instead. Genuine
     // input errors are raised again from there, by the CPU kernel, with
     // the CPU's exception type.
+    check_as_the_cpu_kernel();
     runAndSynchronize(op, traits, stack, first_arg, device);
     return;
   }
+  checkOverlapsOfWrittenArguments(
+      op, c10::ArrayRef<c10::IValue>(stack->data() + first_arg, n_args));
+  check_as_the_cpu_kernel();
 
   // The arguments stay on the stack (not copied) until the launch.
   const c10::ArrayRef<c10::IValue> device_args(stack->data() + first_arg,

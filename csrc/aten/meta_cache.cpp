@@ -1,12 +1,15 @@
 #include "meta_cache.h"
 
 #include <ATen/core/stack.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DefaultDtype.h>
 
 #include <cstring>
 #include <optional>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "cpu_output_contract.h"
 #include "ivalue_tensors.h"
@@ -105,23 +108,37 @@ enum class KeyedAs : uint8_t {
   kValue,
 };
 
-// How each argument of an op enters the key: fixed for the op, so read
-// from its schema once (operatorFact), not from the argument types at
-// every call (about a third of a cache hit's time, by perf).
-std::vector<KeyedAs> keyingOf(const c10::OperatorHandle& op) {
+// What the cache reads from an op's schema at every call: fixed for the
+// op, so read once (operatorFact), not from the argument types at every
+// call (about a third of a cache hit's time, by perf).
+struct ArgumentFacts {
+  // How each argument enters the key.
+  std::vector<KeyedAs> keying;
+  // The single tensors the op writes: out= arguments, and self of an
+  // in-place op.
+  std::vector<size_t> written;
+};
+
+ArgumentFacts argumentFactsOf(const c10::OperatorHandle& op) {
   const bool scalar_values_matter =
       scalarValuesShapeOutputs(op.operator_name());
-  std::vector<KeyedAs> keying;
-  for (const c10::Argument& argument : op.schema().arguments()) {
+  const auto& arguments = op.schema().arguments();
+  ArgumentFacts facts;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const c10::Argument& argument = arguments[i];
     if (argumentKind(argument) != ArgumentKind::Other) {
-      keying.push_back(KeyedAs::kPresence);
+      facts.keying.push_back(KeyedAs::kPresence);
     } else if (!scalar_values_matter && isScalarArgument(argument)) {
-      keying.push_back(KeyedAs::kScalarKind);
+      facts.keying.push_back(KeyedAs::kScalarKind);
     } else {
-      keying.push_back(KeyedAs::kValue);
+      facts.keying.push_back(KeyedAs::kValue);
+    }
+    if (argument.alias_info() != nullptr && argument.alias_info()->isWrite() &&
+        *argument.real_type() == *c10::TensorType::get()) {
+      facts.written.push_back(i);
     }
   }
-  return keying;
+  return facts;
 }
 
 // Appends what the Meta kernel's result can depend on; false if the value
@@ -199,41 +216,137 @@ bool appendValue(Key& key, KeyedAs how, const c10::IValue& value) {
   return true;
 }
 
+// The argument that a written tensor also is (the same tensor passed
+// twice, as the in-place ops' generic kernel passes self as out=), or -1.
+// It enters the key and the Meta kernel sees one tensor for both, since
+// Meta kernels refuse some of these calls (gather's out= may not be its
+// input) and accept others (an elementwise op's may).
+int64_t sameTensorAs(c10::ArrayRef<c10::IValue> args, size_t written) {
+  if (!args[written].isTensor() || !args[written].toTensor().defined()) {
+    return -1;
+  }
+  const at::Tensor& target = args[written].toTensor();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i != written && args[i].isTensor() &&
+        args[i].toTensor().is_same(target)) {
+      return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
 // Fills `key` (cleared first); false if an argument can't be keyed.
 bool keyFor(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
             Key& key) {
-  const std::vector<KeyedAs>& keying = operatorFact<&keyingOf>(op);
+  const ArgumentFacts& facts = operatorFact<&argumentFactsOf>(op);
   key.clear();
   key.push_back(reinterpret_cast<int64_t>(&op.schema()));
   // Factory functions without a dtype use the default dtype.
   key.push_back(static_cast<int64_t>(
       c10::typeMetaToScalarType(c10::get_default_dtype())));
   for (size_t i = 0; i < args.size(); ++i) {
-    if (!appendValue(key, keying[i], args[i])) {
+    if (!appendValue(key, facts.keying[i], args[i])) {
       return false;
     }
+  }
+  for (const size_t written : facts.written) {
+    key.push_back(sameTensorAs(args, written));
   }
   return true;
 }
 
+// True if the call writes a tensor that shares memory with another of its
+// tensor arguments, other than by being that same tensor (which the key
+// and the cached Meta run already hold: sameTensorAs). Lists that are
+// written (the foreach ops') are not compared: n tensors against n others
+// at every optimizer step.
+bool writesSharedMemory(const c10::OperatorHandle& op,
+                        c10::ArrayRef<c10::IValue> args) {
+  for (const size_t index : operatorFact<&argumentFactsOf>(op).written) {
+    if (!args[index].isTensor()) {
+      continue;
+    }
+    const at::Tensor& target = args[index].toTensor();
+    if (!target.defined() || !target.has_storage()) {
+      continue;
+    }
+    const c10::StorageImpl* memory = target.storage().unsafeGetStorageImpl();
+    bool shared = false;
+    for (size_t i = 0; i < args.size() && !shared; ++i) {
+      if (i == index) {
+        continue;
+      }
+      forEachTensor(args[i], [&](const at::Tensor& t) {
+        shared = shared || (t.has_storage() &&
+                            t.storage().unsafeGetStorageImpl() == memory &&
+                            !t.is_same(target));
+      });
+    }
+    if (shared) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Meta storages standing for the device storages of one call's tensors:
+// tensors that share memory on the device share a meta storage, at the
+// same offsets and strides, so that the Meta kernel's overlap checks see
+// what the CPU kernel's would. (Calls that write an argument return it or
+// fresh tensors, never views, so the absolute offsets are never read back
+// as a view's.)
+class SharedMemoryStandIns {
+ public:
+  at::Tensor standIn(const at::Tensor& t) {
+    const c10::Storage& meta = metaStorageFor(t.storage());
+    at::Tensor stand_in = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(meta), meta_keys_, t.dtype());
+    stand_in.unsafeGetTensorImpl()->set_sizes_and_strides(
+        t.sizes(), t.strides(), t.storage_offset());
+    return stand_in;
+  }
+
+ private:
+  const c10::Storage& metaStorageFor(const c10::Storage& device) {
+    for (const auto& [impl, meta] : storages_) {
+      if (impl == device.unsafeGetStorageImpl()) {
+        return meta;
+      }
+    }
+    at::Tensor bytes =
+        at::empty({static_cast<int64_t>(device.nbytes())},
+                  at::TensorOptions().dtype(at::kByte).device(c10::kMeta));
+    meta_keys_ = bytes.key_set();
+    storages_.emplace_back(device.unsafeGetStorageImpl(), bytes.storage());
+    return storages_.back().second;
+  }
+
+  std::vector<std::pair<const c10::StorageImpl*, c10::Storage>> storages_;
+  c10::DispatchKeySet meta_keys_;
+};
+
 // The argument as the Meta kernel sees it: metadata-only tensors (0-dim CPU
 // scalars too: type promotion treats a 0-dim tensor the same on any device,
 // and some meta kernels refuse to mix devices), the meta device and no
-// generator.
+// generator. With `shared`, device tensors stand in on the meta storages
+// that keep their sharing of memory.
 c10::IValue metaArgument(const c10::Argument& schema_arg,
-                         const c10::IValue& value) {
+                         const c10::IValue& value,
+                         SharedMemoryStandIns* shared) {
   switch (argumentKind(schema_arg)) {
     case ArgumentKind::Device:
       return value.isNone() ? value : c10::IValue(c10::Device(c10::kMeta));
     case ArgumentKind::Generator: return c10::IValue();
     case ArgumentKind::Other: break;
   }
-  return mapTensors(value, [](const at::Tensor& t) {
+  return mapTensors(value, [shared](const at::Tensor& t) {
     if (!t.defined()) {
       return t;
     }
-    at::Tensor meta = at::empty_strided(t.sizes(), t.strides(),
-                                        t.options().device(c10::kMeta));
+    at::Tensor meta = shared != nullptr && t.device().is_privateuseone()
+                          ? shared->standIn(t)
+                          : at::empty_strided(t.sizes(), t.strides(),
+                                              t.options().device(c10::kMeta));
     meta.unsafeGetTensorImpl()->_set_conj(t.is_conj());
     meta.unsafeGetTensorImpl()->_set_neg(t.is_neg());
     // A Python number (`x * 2`) promotes types more weakly than a 0-dim
@@ -259,12 +372,19 @@ TensorMeta describe(const at::Tensor& meta) {
 }
 
 std::shared_ptr<const OutputMetadata> runMetaKernel(
-    const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+    const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+    SharedMemoryStandIns* shared = nullptr) {
   const auto& schema_args = op.schema().arguments();
   torch::jit::Stack stack;
   stack.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    stack.push_back(metaArgument(schema_args[i], args[i]));
+    stack.push_back(metaArgument(schema_args[i], args[i], shared));
+  }
+  for (const size_t written : operatorFact<&argumentFactsOf>(op).written) {
+    const int64_t same = sameTensorAs(args, written);
+    if (same >= 0) {
+      stack[written] = stack[same];
+    }
   }
   if (!runNativeMetaKernel(op, &stack)) {
     op.callBoxed(&stack);
@@ -311,6 +431,14 @@ std::shared_ptr<const OutputMetadata> outputMetadata(
   }
   cache.emplace(std::move(key), computed);
   return computed;
+}
+
+void checkOverlapsOfWrittenArguments(const c10::OperatorHandle& op,
+                                     c10::ArrayRef<c10::IValue> args) {
+  if (writesSharedMemory(op, args)) {
+    SharedMemoryStandIns shared;
+    runMetaKernel(op, args, &shared);
+  }
 }
 
 }  // namespace mydev
