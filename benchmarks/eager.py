@@ -13,7 +13,9 @@ eager-mode performance issue sets for it:
   1.5x the CPU time;
 * large ops: a 16M-element add (allocating, and into ``out=``), a
   16M-element sum, softmax over a
-  [4096, 4096] tensor and a 1024x1024 mm; target: at most 1.1x the CPU time;
+  [4096, 4096] tensor, a 1024x1024 mm and a Linear with bias on one token
+  (768 -> 3072, a decode step's projection); target: at most 1.1x the CPU
+  time;
 * convolutions on [8, C, 56, 56]: conv2d 3x3 64->64 (contiguous and
   channels-last), 1x1 64->256, 3x3 depthwise, 3x3 stride 2, conv_transpose2d
   2x2 stride 2, and the backward of the 3x3 conv (input, weight and bias
@@ -271,6 +273,12 @@ def make_mm(device: str) -> Op:
     return lambda: a @ b
 
 
+def make_linear_one_token(device: str) -> Op:
+    # A decode step's MLP projection with its bias (GPT-2 small's c_fc).
+    x, weight, bias = _seeded((1, 768), device), _seeded((3072, 768), device), _seeded((3072,), device)
+    return lambda: F.linear(x, weight, bias)
+
+
 def _conv_inputs(
     device: str, weight: Sequence[int], channels_last: bool = False, transposed: bool = False
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -457,6 +465,15 @@ WORKLOADS: Tuple[Workload, ...] = (
     Workload("large", "sum", "[16M] f32", 1.1, make_sum, work=(64 * 2**20, "GB/s")),
     Workload("large", "softmax(dim=-1)", "[4096, 4096] f32", 1.1, make_softmax, work=(2 * 64 * 2**20, "GB/s")),
     Workload("large", "mm", "[1024, 1024] @ [1024, 1024] f32", 1.1, make_mm, work=(2 * 1024**3, "GFLOP/s")),
+    Workload(
+        "large",
+        "Linear with bias, one token",
+        "[1, 768] -> [1, 3072] f32",
+        1.1,
+        make_linear_one_token,
+        work=(4 * 768 * 3072, "GB/s"),
+        note="a decode step's projection (addmm)",
+    ),
     Workload(
         "convolution",
         "conv2d 3x3, pad 1, 64->64",
