@@ -27,19 +27,22 @@ void decrease(c10::CachingAllocator::StatArray& array, const StatTypes& types,
 // were stored one by one and read back as one word, a store-forwarding stall
 // at every one of the several calls per allocation and free (4% of the
 // host thread's perf samples in a loop of one-element adds).
+namespace {
+
+// The statistics a block of one pool kind counts in: the aggregate, and
+// its pool's.
+constexpr StatTypes statTypesOfPool(StatType pool) {
+  StatTypes types{};
+  types[static_cast<size_t>(StatType::AGGREGATE)] = true;
+  types[static_cast<size_t>(pool)] = true;
+  return types;
+}
+
+}  // namespace
+
 const StatTypes& DeviceCache::statTypesFor(const BlockPool* pool) const {
-  static constexpr StatTypes kSmallPool = [] {
-    StatTypes types{};
-    types[static_cast<size_t>(StatType::AGGREGATE)] = true;
-    types[static_cast<size_t>(StatType::SMALL_POOL)] = true;
-    return types;
-  }();
-  static constexpr StatTypes kLargePool = [] {
-    StatTypes types{};
-    types[static_cast<size_t>(StatType::AGGREGATE)] = true;
-    types[static_cast<size_t>(StatType::LARGE_POOL)] = true;
-    return types;
-  }();
+  static constexpr StatTypes kSmallPool = statTypesOfPool(StatType::SMALL_POOL);
+  static constexpr StatTypes kLargePool = statTypesOfPool(StatType::LARGE_POOL);
   return pool->is_small ? kSmallPool : kLargePool;
 }
 

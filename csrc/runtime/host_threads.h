@@ -96,7 +96,7 @@ constexpr std::chrono::milliseconds kParkKernelTeamAfter{1};
 constexpr std::chrono::microseconds kKernelMayUseTeamAfter{50};
 
 // How long a team's threads may spin after a region: libgomp's 300000
-// pauses, measured at 8-11 ms on a 2-core AMD VM; longer on CPUs whose
+// pauses, measured at 7.9-8.5 ms on a 2-core AMD VM; longer on CPUs whose
 // pause instruction is slower. After that they sleep by themselves, and
 // parking them would only wake them.
 constexpr std::chrono::milliseconds kTeamSpinsAfterRegion{20};
