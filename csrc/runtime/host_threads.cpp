@@ -166,6 +166,13 @@ void TeamSpin::note_kernel(Clock::time_point began, Clock::time_point ended) {
   if (!preempted) may_spin_until_ = ended + kTeamSpinsAfterRegion;
 }
 
+void TeamSpin::note_woken() {
+  rusage usage{};
+  if (getrusage(RUSAGE_THREAD, &usage) == 0) {
+    involuntary_switches_ = usage.ru_nivcsw;
+  }
+}
+
 void release_host_threads() {
   // omp_pause_soft: the team's threads end; libgomp starts new ones at the
   // next parallel region. libgomp frees only the calling thread's team.

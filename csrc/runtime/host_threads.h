@@ -126,6 +126,11 @@ class TeamSpin {
   // and is not counted.
   void note_kernel(Clock::time_point began, Clock::time_point ended);
 
+  // After the executor slept (a system call was paid already): switches
+  // before the sleep, such as the host's CPU work preempting the executor's
+  // spin for work, say nothing of the kernels after it.
+  void note_woken();
+
   bool may_spin(Clock::time_point now) const { return now < may_spin_until_; }
 
  private:

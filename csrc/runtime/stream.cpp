@@ -170,6 +170,7 @@ void Stream::wait_for_work() {
       kernel_team_.keep_current(KernelTeam::Clock::now());
     }
   }
+  team_spin_.note_woken();
   work_spin_.record_wait(start);
 }
 

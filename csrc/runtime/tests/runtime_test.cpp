@@ -8,6 +8,7 @@
 // work queued) re-run this binary with a mode argument and other variables.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -1406,6 +1407,46 @@ void test_team_spin() {
   CHECK(spin.may_spin(ended));
   CHECK(spin.may_spin(ended + kTeamSpinsAfterRegion / 2));
   CHECK(!spin.may_spin(ended + kTeamSpinsAfterRegion));
+
+  // A preemption (here forced: this thread and a spinning one share a core
+  // for 50 ms) since the previous look makes a long kernel not count...
+  const auto involuntary_switches = [] {
+    rusage usage{};
+    getrusage(RUSAGE_THREAD, &usage);
+    return usage.ru_nivcsw;
+  };
+  const auto force_preemption = [&] {
+    cpu_set_t all{}, one{};
+    sched_getaffinity(0, sizeof all, &all);
+    CPU_SET(sched_getcpu(), &one);
+    sched_setaffinity(0, sizeof one, &one);
+    const long before = involuntary_switches();
+    std::atomic<bool> stop{false};
+    std::thread rival([&] {
+      sched_setaffinity(0, sizeof one, &one);
+      while (!stop.load()) {
+      }
+    });
+    const auto until = TeamSpin::Clock::now() + std::chrono::milliseconds(50);
+    while (TeamSpin::Clock::now() < until) {
+    }
+    stop = true;
+    rival.join();
+    sched_setaffinity(0, sizeof all, &all);
+    CHECK(involuntary_switches() > before);
+  };
+  const auto long_kernel_counts = [&] {
+    const auto began = TeamSpin::Clock::now() + kTeamSpinsAfterRegion;
+    spin.note_kernel(began, began + 2 * kKernelMayUseTeamAfter);
+    return spin.may_spin(began + 2 * kKernelMayUseTeamAfter);
+  };
+  force_preemption();
+  CHECK(!long_kernel_counts());
+  // ...unless the executor slept since: the host's CPU work preempting its
+  // spin for work says nothing of the kernels after it woke.
+  force_preemption();
+  spin.note_woken();
+  CHECK(long_kernel_counts());
 }
 
 int main(int argc, char** argv) {
