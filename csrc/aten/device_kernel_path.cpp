@@ -257,26 +257,6 @@ at::Tensor toDeviceKeepingLayout(const at::Tensor& t, c10::Device device) {
   return on_device;
 }
 
-// True if the out= argument `index` shares memory with another tensor
-// argument of the call (or is one of them).
-bool sharesMemoryWithAnotherArgument(c10::ArrayRef<c10::IValue> args,
-                                     size_t index) {
-  const at::Tensor& out = args[index].toTensor();
-  if (!out.defined() || !out.has_storage()) {
-    return false;
-  }
-  bool shared = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (i != index) {
-      forEachTensor(args[i], [&](const at::Tensor& t) {
-        shared = shared ||
-                 (t.has_storage() && t.storage().is_alias_of(out.storage()));
-      });
-    }
-  }
-  return shared;
-}
-
 // Data-dependent shapes and host-valued results: run the CPU kernel as a
 // kernel, wait for it, and bring tensor results back to the device. An
 // exception keeps its Python type (IndexError stays IndexError).
@@ -301,7 +281,8 @@ void runAndSynchronize(const c10::OperatorHandle& op,
   for (size_t i = 0; i < n_args; ++i) {
     const c10::IValue& arg = device_args[i];
     if (schema.arguments()[i].is_out() && arg.isTensor() &&
-        !sharesMemoryWithAnotherArgument(device_args, i)) {
+        !sharesStorageWithAnotherArgument(device_args, i,
+                                          SameTensor::kCounts)) {
       at::Tensor host_out =
           at::empty({0}, arg.toTensor().options().device(c10::kCPU));
       host_outs.emplace_back(i, host_out);
@@ -440,6 +421,9 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   try {
     metadata = outputMetadata(
         op, c10::ArrayRef<c10::IValue>(stack->data() + first_arg, n_args));
+  } catch (const ArgumentOverlapError& overlap) {
+    // The call is wrong as the CPU and cuda say at the call: no fallback.
+    std::rethrow_exception(overlap.error);
   } catch (const std::exception&) {
     // No Meta kernel, one that needs the data, or one (some are Python)
     // that can't handle this call: compute synchronously instead. Genuine
@@ -449,8 +433,6 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
     runAndSynchronize(op, traits, stack, first_arg, device);
     return;
   }
-  checkOverlapsOfWrittenArguments(
-      op, c10::ArrayRef<c10::IValue>(stack->data() + first_arg, n_args));
   check_as_the_cpu_kernel();
 
   // The arguments stay on the stack (not copied) until the launch.

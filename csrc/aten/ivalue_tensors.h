@@ -1,5 +1,6 @@
 // Walking the tensors inside a boxed argument (a Tensor, a Tensor[] or a
-// Tensor?[]), for code that rewrites arguments on their way to a kernel.
+// Tensor?[]), for code that rewrites arguments on their way to a kernel or
+// asks how a call's arguments share memory.
 #pragma once
 
 #include <ATen/core/List.h>
@@ -57,6 +58,34 @@ void forEachTensor(const c10::IValue& value, Fn&& fn) {
       }
     }
   }
+}
+
+// Whether the same tensor passed twice counts as sharing memory.
+enum class SameTensor : bool { kCounts, kIgnored };
+
+// True if the tensor argument `index` shares storage with a tensor inside
+// another argument of the call. The synchronous path counts the same
+// tensor passed again (its CPU kernel must see the sharing); the Meta
+// cache does not (its key already holds that case).
+inline bool sharesStorageWithAnotherArgument(c10::ArrayRef<c10::IValue> args,
+                                             size_t index,
+                                             SameTensor same_tensor) {
+  const at::Tensor& target = args[index].toTensor();
+  if (!target.defined() || !target.has_storage()) {
+    return false;
+  }
+  bool shared = false;
+  for (size_t i = 0; i < args.size() && !shared; ++i) {
+    if (i == index) {
+      continue;
+    }
+    forEachTensor(args[i], [&](const at::Tensor& t) {
+      shared = shared ||
+               (t.has_storage() && t.storage().is_alias_of(target.storage()) &&
+                (same_tensor == SameTensor::kCounts || !t.is_same(target)));
+    });
+  }
+  return shared;
 }
 
 }  // namespace mydev

@@ -236,9 +236,8 @@ int64_t sameTensorAs(c10::ArrayRef<c10::IValue> args, size_t written) {
 }
 
 // Fills `key` (cleared first); false if an argument can't be keyed.
-bool keyFor(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-            Key& key) {
-  const ArgumentFacts& facts = operatorFact<&argumentFactsOf>(op);
+bool keyFor(const c10::OperatorHandle& op, const ArgumentFacts& facts,
+            c10::ArrayRef<c10::IValue> args, Key& key) {
   key.clear();
   key.push_back(reinterpret_cast<int64_t>(&op.schema()));
   // Factory functions without a dtype use the default dtype.
@@ -260,29 +259,11 @@ bool keyFor(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
 // and the cached Meta run already hold: sameTensorAs). Lists that are
 // written (the foreach ops') are not compared: n tensors against n others
 // at every optimizer step.
-bool writesSharedMemory(const c10::OperatorHandle& op,
+bool writesSharedMemory(const ArgumentFacts& facts,
                         c10::ArrayRef<c10::IValue> args) {
-  for (const size_t index : operatorFact<&argumentFactsOf>(op).written) {
-    if (!args[index].isTensor()) {
-      continue;
-    }
-    const at::Tensor& target = args[index].toTensor();
-    if (!target.defined() || !target.has_storage()) {
-      continue;
-    }
-    const c10::StorageImpl* memory = target.storage().unsafeGetStorageImpl();
-    bool shared = false;
-    for (size_t i = 0; i < args.size() && !shared; ++i) {
-      if (i == index) {
-        continue;
-      }
-      forEachTensor(args[i], [&](const at::Tensor& t) {
-        shared = shared || (t.has_storage() &&
-                            t.storage().unsafeGetStorageImpl() == memory &&
-                            !t.is_same(target));
-      });
-    }
-    if (shared) {
+  for (const size_t index : facts.written) {
+    if (args[index].isTensor() &&
+        sharesStorageWithAnotherArgument(args, index, SameTensor::kIgnored)) {
       return true;
     }
   }
@@ -372,15 +353,15 @@ TensorMeta describe(const at::Tensor& meta) {
 }
 
 std::shared_ptr<const OutputMetadata> runMetaKernel(
-    const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-    SharedMemoryStandIns* shared = nullptr) {
+    const c10::OperatorHandle& op, const ArgumentFacts& facts,
+    c10::ArrayRef<c10::IValue> args, SharedMemoryStandIns* shared = nullptr) {
   const auto& schema_args = op.schema().arguments();
   torch::jit::Stack stack;
   stack.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     stack.push_back(metaArgument(schema_args[i], args[i], shared));
   }
-  for (const size_t written : operatorFact<&argumentFactsOf>(op).written) {
+  for (const size_t written : facts.written) {
     const int64_t same = sameTensorAs(args, written);
     if (same >= 0) {
       stack[written] = stack[same];
@@ -405,17 +386,37 @@ std::shared_ptr<const OutputMetadata> runMetaKernel(
   return result;
 }
 
-}  // namespace
+// Many Meta kernels hold ATen's overlap checks (gather's, TensorIterator's
+// for every elementwise op), which raise at the call on the CPU and on
+// cuda; tensors made from metadata alone share nothing, so a call writing a
+// view of another argument's storage runs the Meta kernel once more, on
+// meta tensors sharing memory as the device tensors do. Not cached: the
+// key does not hold how views overlap.
+void checkOverlapsOfWrittenArguments(const c10::OperatorHandle& op,
+                                     const ArgumentFacts& facts,
+                                     c10::ArrayRef<c10::IValue> args) {
+  if (!writesSharedMemory(facts, args)) {
+    return;
+  }
+  SharedMemoryStandIns shared;
+  try {
+    runMetaKernel(op, facts, args, &shared);
+  } catch (const std::exception&) {
+    throw ArgumentOverlapError{std::current_exception()};
+  }
+}
 
-std::shared_ptr<const OutputMetadata> outputMetadata(
-    const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+// The Meta kernel's result for the call, from this thread's cache.
+std::shared_ptr<const OutputMetadata> cachedMetadata(
+    const c10::OperatorHandle& op, const ArgumentFacts& facts,
+    c10::ArrayRef<c10::IValue> args) {
   thread_local std::unordered_map<Key, std::shared_ptr<const OutputMetadata>,
                                   KeyHash>
       cache;
   // Keys are built in one buffer per thread, so that a hit allocates nothing.
   thread_local Key scratch;
-  if (!keyFor(op, args, scratch)) {
-    return runMetaKernel(op, args);
+  if (!keyFor(op, facts, args, scratch)) {
+    return runMetaKernel(op, facts, args);
   }
   auto hit = cache.find(scratch);
   if (hit != cache.end()) {
@@ -425,7 +426,7 @@ std::shared_ptr<const OutputMetadata> outputMetadata(
   Key key = std::move(scratch);
   scratch = Key();
   scratch.reserve(key.capacity());
-  auto computed = runMetaKernel(op, args);
+  auto computed = runMetaKernel(op, facts, args);
   if (cache.size() >= kMaxEntries) {
     cache.clear();
   }
@@ -433,12 +434,14 @@ std::shared_ptr<const OutputMetadata> outputMetadata(
   return computed;
 }
 
-void checkOverlapsOfWrittenArguments(const c10::OperatorHandle& op,
-                                     c10::ArrayRef<c10::IValue> args) {
-  if (writesSharedMemory(op, args)) {
-    SharedMemoryStandIns shared;
-    runMetaKernel(op, args, &shared);
-  }
+}  // namespace
+
+std::shared_ptr<const OutputMetadata> outputMetadata(
+    const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  const ArgumentFacts& facts = operatorFact<&argumentFactsOf>(op);
+  auto metadata = cachedMetadata(op, facts, args);
+  checkOverlapsOfWrittenArguments(op, facts, args);
+  return metadata;
 }
 
 }  // namespace mydev

@@ -11,6 +11,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/ScalarType.h>
 
+#include <exception>
 #include <memory>
 #include <vector>
 
@@ -41,22 +42,19 @@ struct ReturnMeta {
 
 using OutputMetadata = std::vector<ReturnMeta>;
 
+// A call that writes a tensor overlapping another of its arguments, which
+// the CPU and cuda refuse at the call: `error` is the Meta kernel's own
+// exception, to be raised as it is (not a reason to try another path).
+struct ArgumentOverlapError {
+  std::exception_ptr error;
+};
+
 // The output metadata of `op` called with `args` (which live on mydev and
-// the CPU). Throws whatever the Meta kernel throws (nothing is cached then).
-// A tensor the op writes that is also another of its arguments (self
-// passed again as out=) is one meta tensor for the Meta kernel too.
+// the CPU). Throws whatever the Meta kernel throws (nothing is cached then),
+// or ArgumentOverlapError. A tensor the op writes that is also another of
+// its arguments (self passed again as out=) is one meta tensor for the
+// Meta kernel too.
 std::shared_ptr<const OutputMetadata> outputMetadata(
     const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
-
-// For a call that outputMetadata accepted: if it writes a tensor that
-// shares memory with another argument other than by being it (a view of
-// the same storage), runs the Meta kernel again on meta tensors sharing
-// memory as the device tensors do, and lets it raise. Many Meta kernels
-// hold ATen's overlap checks (gather's, TensorIterator's for every
-// elementwise op), which raise at the call on the CPU and on cuda; tensors
-// made from metadata alone share nothing, so the first run passed. Not
-// cached: the cache's key does not hold how views overlap.
-void checkOverlapsOfWrittenArguments(const c10::OperatorHandle& op,
-                                     c10::ArrayRef<c10::IValue> args);
 
 }  // namespace mydev
