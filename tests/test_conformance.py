@@ -286,6 +286,63 @@ def test_cli_metadata_check_over_ops_and_modules(tmp_path: Path) -> None:
     assert statuses == {"nonzero_static": "pass", "module:nn.MultiLabelMarginLoss": "pass", "module:nn.LSTM": "pass"}
 
 
+def test_cli_error_inputs_are_reported_as_ops(tmp_path: Path) -> None:
+    """--error-inputs: each op's error inputs, one result per op at dtype
+    "any"; a fake op whose error input raises only from the stream (as
+    overlapping out= arguments once did) is a mismatch that says so."""
+    extra = tmp_path / "late_error_ops.py"
+    extra.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from torch.testing._internal.opinfo.core import ErrorInput, OpInfo, SampleInput
+
+            def late(x):
+                # Launches a kernel that fails; nothing raises at the call.
+                return x.index_select(0, torch.tensor([x.numel()], device=x.device))
+
+            def error_inputs(op, device, **kwargs):
+                x = torch.ones(3, device=device)
+                yield ErrorInput(SampleInput(x), error_type=IndexError, error_regex="index out of range")
+
+            op_db = [
+                OpInfo(
+                    "late_error",
+                    op=late,
+                    dtypes=(torch.float32,),
+                    sample_inputs_func=lambda *a, **k: [],
+                    error_inputs_func=error_inputs,
+                )
+            ]
+            """
+        )
+    )
+    json_path = tmp_path / "report.json"
+    run = run_cli(
+        "--error-inputs",
+        "--jobs",
+        "0",
+        "--extra-ops",
+        str(extra),
+        "--ops",
+        "^error_inputs:(index_select|masked_fill|late_error)$",
+        "--json",
+        str(json_path),
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(json_path.read_text())
+    assert report["settings"]["error_inputs"]
+    results = {r["op"]: r for r in report["results"]}
+    assert {op: (r["dtype"], r["status"]) for op, r in results.items()} == {
+        "error_inputs:index_select": ("any", "pass"),
+        "error_inputs:masked_fill": ("any", "pass"),
+        "error_inputs:late_error": ("any", "mismatch"),
+    }
+    assert results["error_inputs:late_error"]["causes"][0]["message"].startswith(
+        "expected IndexError matching 'index out of range' at the call; raised from the stream: IndexError"
+    )
+
+
 def test_raising_op_is_an_error(fake_ops: Dict[str, object]) -> None:
     result = check_fake(fake_ops, "raising")
     assert result.status == Status.ERROR

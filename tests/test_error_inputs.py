@@ -13,63 +13,25 @@ see on metadata-only tensors (csrc/aten/meta_cache.h), and checks that only
 the CPU kernels make (csrc/aten/cpu_kernel_checks.h).
 """
 
-import re
-
 import pytest
-import torch
 from torch.testing._internal.common_methods_invocations import op_db
-from torch.utils._pytree import tree_map
 
+from device_ext.conformance.error_inputs import run_error_inputs
+from device_ext.conformance.results import Status
 from mydev_testing import assert_device_still_usable, run_python
 
 D = "mydev"
 OPS_WITH_ERROR_INPUTS = [op for op in op_db if op.error_inputs_func is not None]
 
 
-def _raised_from_the_stream_on_purpose(op, sample) -> bool:
-    """masked_fill given its value as a device tensor: cuda's kernel reads
-    that value on the host with a synchronize and raises at the call if it
-    does not fit the tensor's dtype; the device path keeps the call
-    asynchronous, and its kernel raises."""
-    value = sample.args[1] if len(sample.args) > 1 else sample.kwargs.get("value")
-    return op.name == "masked_fill" and isinstance(value, torch.Tensor) and value.device.type == D
-
-
-def _on_cpu(value):
-    return tree_map(lambda v: v.cpu() if isinstance(v, torch.Tensor) else v, value)
-
-
-def _raised(call, *args, **kwargs):
-    try:
-        call(*args, **kwargs)
-    except Exception as error:  # noqa: BLE001 (whatever the op raises is compared)
-        return error
-    return None
-
-
-@pytest.mark.parametrize("op", OPS_WITH_ERROR_INPUTS, ids=lambda op: f"{op.name}.{op.variant_test_name}".rstrip("."))
+# The check is the conformance CLI's (`--error-inputs`), so what vendor CI
+# runs and what this suite asserts cannot drift apart.
+@pytest.mark.parametrize("op", OPS_WITH_ERROR_INPUTS, ids=lambda op: op.full_name)
 def test_error_inputs_raise_at_the_call_as_the_opinfo_says(op):
-    problems = []
-    for error_input in op.error_inputs(D):  # a device name, as PyTorch's tests pass it
-        sample = error_input.sample_input
-        on_device = _raised(op, sample.input, *sample.args, **sample.kwargs)
-        late = _raised(torch.mydev.synchronize)
-        expected = f"{error_input.error_type.__name__} matching {error_input.error_regex!r}"
-        if late is not None and _raised_from_the_stream_on_purpose(op, sample):
-            if on_device is not None or not re.search(error_input.error_regex, str(late)):
-                problems.append(f"expected {expected} from the stream, got {late!r} (call: {on_device!r})")
-        elif late is not None:
-            problems.append(f"expected {expected} at the call; raised from the stream: {late}")
-        elif on_device is None:
-            cpu_sample = _on_cpu(sample)
-            on_cpu = _raised(op, cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)
-            if on_cpu is not None:
-                problems.append(f"expected {expected}; mydev raised nothing, the CPU raised {on_cpu!r}")
-        elif not isinstance(on_device, error_input.error_type) or not re.search(
-            error_input.error_regex, str(on_device)
-        ):
-            problems.append(f"expected {expected}, got {on_device!r}")
-    assert not problems, "\n".join(problems)
+    result = run_error_inputs(op, D)
+    assert result.status in (Status.PASS, Status.SKIPPED), "\n".join(
+        f"{cause.message} (sample {cause.first_sample}: {cause.sample})" for cause in result.causes
+    )
     assert_device_still_usable()
 
 

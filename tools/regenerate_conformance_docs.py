@@ -30,6 +30,8 @@ REPORTS: Dict[str, List[str]] = {
     # Output metadata (shape, strides, dtype) with samples made on the device,
     # ModuleInfo's modules included.
     "docs/conformance_metadata_float32.md": ["--samples-on-device", "--modules", "--variants", "function"],
+    # Every OpInfo's error inputs (no sample inputs: the filter leaves none).
+    "docs/conformance_error_inputs.md": ["--error-inputs", "--ops", "^error_inputs:"],
 }
 SOURCE_DIRS = ["csrc/runtime", "csrc/core", "csrc/aten", "device_ext/conformance"]
 SOURCE_SUFFIXES = {".cpp", ".h", ".py"}

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import torch
 
 from ..device_name import DEVICE_NAME
-from . import modules, opdb, report_json, report_markdown
+from . import error_inputs, modules, opdb, report_json, report_markdown
 from .environment import device_description, run_description
 from .pool import WorkerPool, WorkerStartupError
 from .progress import Progress
@@ -144,6 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="also check PyTorch's ModuleInfo database (torch.nn modules, inputs generated on the device; outputs' metadata incl. strides, and values), in this process; reported as ops named module:<name>",
     )
     parser.add_argument(
+        "--error-inputs",
+        action="store_true",
+        help="also check every OpInfo's error inputs (each must raise at the call the error the OpInfo names, nothing from the stream), in this process; reported as ops named error_inputs:<name> at dtype any",
+    )
+    parser.add_argument(
         "--extra-ops",
         action="append",
         default=[],
@@ -213,6 +218,7 @@ def _settings(args: argparse.Namespace, argv: Optional[List[str]]) -> Dict[str, 
         "inputs": args.inputs,
         "samples_on_device": args.samples_on_device,
         "modules": args.modules,
+        "error_inputs": args.error_inputs,
         "variants": list(args.variants),
         "timeout_s": args.timeout_per_op,
         "jobs": args.jobs,
@@ -268,6 +274,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             else [opdb.parse_dtype(name) for name in args.dtypes.split(",") if name.strip()]
         )
         results += modules.run_modules(args.ops, args.exclude, module_dtypes, options.device)
+    if args.error_inputs:
+        with _device_kernels_only():
+            results += error_inputs.run_all_error_inputs(ops, args.ops, args.exclude, options.device)
     seconds = time.monotonic() - started
 
     dtypes = list(dict.fromkeys(result.dtype for result in results))  # as asked
