@@ -66,6 +66,20 @@ def run_python(code: str, env: Optional[Dict[str, str]] = None, timeout: float =
     )
 
 
+def captured_with_dump(fn, tmp_path):
+    """fn()'s result from one replay of its graph capture, and the capture's
+    debug dump, which names each recorded kernel (which kernel a call took:
+    the device's own or ATen's)."""
+    graph = torch.mydev.MydevGraph()
+    graph.enable_debug_mode()
+    with torch.mydev.graph(graph):
+        out = fn()
+    graph.replay()
+    path = tmp_path / "graph.dot"
+    graph.debug_dump(str(path))
+    return out, path.read_text()
+
+
 def assert_device_still_usable() -> None:
     """After an error: the current device is 0 and every device computes."""
     assert torch.mydev.current_device() == 0

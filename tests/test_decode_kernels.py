@@ -14,22 +14,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mydev_testing import assert_close_to_cpu, assert_device_still_usable, run_python
+from mydev_testing import assert_close_to_cpu, assert_device_still_usable, captured_with_dump, run_python
 
 D = "mydev"
 KERNEL = "matrix_vector_product"
-
-
-def captured(fn, tmp_path):
-    """fn()'s result from one replay of its capture, and the capture's dump."""
-    graph = torch.mydev.MydevGraph()
-    graph.enable_debug_mode()
-    with torch.mydev.graph(graph):
-        out = fn()
-    graph.replay()
-    path = tmp_path / "graph.dot"
-    graph.debug_dump(str(path))
-    return out, path.read_text()
 
 
 # Decode sizes, vector tails, degenerate sizes, and one matrix large enough
@@ -47,7 +35,7 @@ def test_one_row_products_take_the_kernel_and_match_cpu(k, n, layout, tmp_path):
     else:
         w = torch.randn(k, n, device=D)
         fn, ref = (lambda: x @ w), x.cpu() @ w.cpu()
-    out, dump = captured(fn, tmp_path)
+    out, dump = captured_with_dump(fn, tmp_path)
     assert KERNEL in dump and "aten::mm" not in dump
     assert_close_to_cpu(out, ref, rtol=1e-5, atol=1e-4)
     assert_close_to_cpu(fn(), ref, rtol=1e-5, atol=1e-4)  # eager
@@ -62,7 +50,7 @@ def test_out_linear_and_row_view_forms_match_cpu(tmp_path):
         torch.mm(tokens[1:2], weight.t(), out=out)  # a row view of a matrix
         return out, F.linear(tokens[2:3].unsqueeze(0), weight)  # [1, 1, 40] input
 
-    (mm_out, linear), dump = captured(forms, tmp_path)
+    (mm_out, linear), dump = captured_with_dump(forms, tmp_path)
     assert dump.count(KERNEL) == 2
     assert_close_to_cpu(mm_out, tokens[1:2].cpu() @ weight.cpu().t(), rtol=1e-5, atol=1e-5)
     assert_close_to_cpu(linear, F.linear(tokens[2:3].cpu().unsqueeze(0), weight.cpu()), rtol=1e-5, atol=1e-5)
@@ -80,7 +68,7 @@ def test_one_row_products_with_a_bias_take_the_kernel_and_match_cpu(k, n, layout
     else:
         w = torch.randn(k, n, device=D)
         fn, ref = (lambda: torch.addmm(bias, x, w)), torch.addmm(bias.cpu(), x.cpu(), w.cpu())
-    out, dump = captured(fn, tmp_path)
+    out, dump = captured_with_dump(fn, tmp_path)
     assert KERNEL in dump and "aten::addmm" not in dump
     assert_close_to_cpu(out, ref, rtol=1e-5, atol=1e-4)
     assert_close_to_cpu(fn(), ref, rtol=1e-5, atol=1e-4)  # eager
@@ -91,7 +79,7 @@ def test_every_bias_a_row_broadcasts_from_takes_the_kernel(shape, tmp_path):
     x, w = torch.randn(1, 24, device=D), torch.randn(24, 40, device=D)
     bias = torch.randn(shape, device=D)
     out = torch.full((1, 40), float("nan"), device=D)
-    (functional, into_out), dump = captured(
+    (functional, into_out), dump = captured_with_dump(
         lambda: (torch.addmm(bias, x, w), torch.addmm(bias, x, w, out=out)), tmp_path
     )
     assert dump.count(KERNEL) == 2 and "aten::addmm" not in dump
@@ -124,7 +112,7 @@ def test_biased_products_the_kernel_does_not_take_run_atens_and_match_cpu(case, 
         fn, expected = (lambda: row.addmm_(x, w)), bias_cpu.view(1, 10).addmm_(x_cpu, w_cpu)
     else:
         fn, expected = (lambda: torch.addmm(bias, x, w)), torch.addmm(bias_cpu, x_cpu, w_cpu)
-    result, dump = captured(fn, tmp_path)
+    result, dump = captured_with_dump(fn, tmp_path)
     assert KERNEL not in dump and "aten::addmm" in dump
     assert_close_to_cpu(result, expected, rtol=1e-5, atol=1e-5)
 
@@ -143,7 +131,7 @@ def test_one_row_batched_products_take_the_kernel_and_match_cpu(batches, k, n, l
     else:
         m = torch.randn(k, n, device=D).expand(batches, k, n)
     fn = lambda: torch.bmm(q, m)  # noqa: E731
-    out, dump = captured(fn, tmp_path)
+    out, dump = captured_with_dump(fn, tmp_path)
     assert KERNEL in dump and "aten::bmm" not in dump
     expected = torch.bmm(q.cpu(), m.cpu())
     assert_close_to_cpu(out, expected, rtol=1e-5, atol=1e-4)
@@ -157,7 +145,7 @@ def test_small_batched_products_give_the_cpus_bits(layout, tmp_path):
     # as matmul([10], [5, 5, 10, 5]) folds it).
     v = torch.randn(25, 1, 10, device=D)
     m = torch.randn(25, 10, 5, device=D) if layout == "values" else torch.randn(25, 5, 10, device=D).transpose(1, 2)
-    out, dump = captured(lambda: torch.bmm(v, m), tmp_path)
+    out, dump = captured_with_dump(lambda: torch.bmm(v, m), tmp_path)
     assert KERNEL in dump
     assert_close_to_cpu(out, torch.bmm(v.cpu(), m.cpu()), exact=True)
 
@@ -172,7 +160,7 @@ def test_four_dimensional_attention_scores_and_bmm_out_take_the_kernel(tmp_path)
         torch.bmm(q.view(8, 1, 32), keys.view(8, 50, 32).transpose(1, 2), out=out)
         return scores, out
 
-    (scores, into_out), dump = captured(forms, tmp_path)
+    (scores, into_out), dump = captured_with_dump(forms, tmp_path)
     assert dump.count(KERNEL) == 2 and "aten::bmm" not in dump
     expected = q.cpu() @ keys.cpu().transpose(-1, -2)
     assert_close_to_cpu(scores, expected, rtol=1e-5, atol=1e-5)
@@ -188,10 +176,10 @@ def test_batched_products_the_kernel_does_not_take_run_atens_and_match_cpu(case,
     m = torch.randn(batches, 16, 16, device=D)
     q_cpu, m_cpu = q.cpu(), m.cpu()
     if case == "out_overlaps_query":
-        result, dump = captured(lambda: torch.bmm(q, m, out=q), tmp_path)
+        result, dump = captured_with_dump(lambda: torch.bmm(q, m, out=q), tmp_path)
         expected = torch.bmm(q_cpu, m_cpu, out=q_cpu)
     else:
-        result, dump = captured(lambda: torch.bmm(q, m), tmp_path)
+        result, dump = captured_with_dump(lambda: torch.bmm(q, m), tmp_path)
         expected = torch.bmm(q_cpu, m_cpu)
     assert KERNEL not in dump
     assert_close_to_cpu(result, expected, rtol=1e-5, atol=1e-5)
@@ -214,10 +202,10 @@ def test_products_the_kernel_does_not_take_run_atens_and_match_cpu(case, tmp_pat
     if case == "out_overlaps_matrix":  # the CPU allows it; its kernel decides what is read
         out, out_cpu = w[3:4], w_cpu[3:4]
     if case in ("strided_out", "out_overlaps_matrix"):
-        result, dump = captured(lambda: torch.mm(x, w, out=out), tmp_path)
+        result, dump = captured_with_dump(lambda: torch.mm(x, w, out=out), tmp_path)
         expected = torch.mm(x_cpu, w_cpu, out=out_cpu)
     else:
-        result, dump = captured(lambda: x @ w, tmp_path)
+        result, dump = captured_with_dump(lambda: x @ w, tmp_path)
         expected = x_cpu @ w_cpu
     assert KERNEL not in dump and "aten::mm" in dump
     assert_close_to_cpu(result, expected, rtol=1e-5, atol=1e-5)

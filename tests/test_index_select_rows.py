@@ -10,23 +10,11 @@ recorded kernel: "index_select_rows" for the device's kernel,
 import pytest
 import torch
 
-from mydev_testing import assert_close_to_cpu, assert_device_still_usable, run_python
+from mydev_testing import assert_close_to_cpu, assert_device_still_usable, captured_with_dump, run_python
 
 D = "mydev"
 KERNEL = "index_select_rows"
 ATEN = "aten::index_select"
-
-
-def captured(fn, tmp_path):
-    """fn()'s result from one replay of its capture, and the capture's dump."""
-    graph = torch.mydev.MydevGraph()
-    graph.enable_debug_mode()
-    with torch.mydev.graph(graph):
-        out = fn()
-    graph.replay()
-    path = tmp_path / "graph.dot"
-    graph.debug_dump(str(path))
-    return out, path.read_text()
 
 
 def table(shape, dtype):
@@ -52,7 +40,7 @@ def table(shape, dtype):
 def test_rows_of_the_first_dimension_take_the_kernel_and_match_cpu(shape, index, index_dtype, tmp_path):
     source = torch.randn(shape, device=D)
     rows = torch.tensor(index, dtype=index_dtype, device=D)
-    out, dump = captured(lambda: source.index_select(0, rows), tmp_path)
+    out, dump = captured_with_dump(lambda: source.index_select(0, rows), tmp_path)
     assert (KERNEL in dump) == bool(index) and (ATEN in dump) == (not index)
     expected = source.cpu().index_select(0, rows.cpu())
     assert_close_to_cpu(out, expected, exact=True)
@@ -65,7 +53,7 @@ def test_rows_of_the_first_dimension_take_the_kernel_and_match_cpu(shape, index,
 def test_every_dtype_copies_whole_rows(dtype, tmp_path):
     source = table((6, 5), dtype)
     rows = torch.tensor([5, 1, 3], device=D)
-    out, dump = captured(lambda: torch.index_select(source, 0, rows), tmp_path)
+    out, dump = captured_with_dump(lambda: torch.index_select(source, 0, rows), tmp_path)
     assert KERNEL in dump
     assert_close_to_cpu(out, source.cpu().index_select(0, rows.cpu()), exact=True)
 
@@ -79,7 +67,7 @@ def test_out_form_and_a_zero_dim_index_match_cpu(tmp_path):
         torch.index_select(source, 0, pair, out=out)
         return out, source.index_select(0, single)
 
-    (written, one), dump = captured(forms, tmp_path)
+    (written, one), dump = captured_with_dump(forms, tmp_path)
     assert dump.count(KERNEL) == 2
     assert_close_to_cpu(written, source.cpu().index_select(0, pair.cpu()), exact=True)
     assert_close_to_cpu(one, source.cpu().index_select(0, single.cpu()), exact=True)
@@ -90,7 +78,7 @@ def test_an_embedding_lookup_takes_the_kernel_and_its_gradient_matches_cpu(tmp_p
     embedding = torch.nn.Embedding(100, 32).to(D)
     tokens = torch.tensor([[4, 99, 4]], device=D)
     with torch.no_grad():  # the capture records the forward only
-        out, dump = captured(lambda: embedding(tokens), tmp_path)
+        out, dump = captured_with_dump(lambda: embedding(tokens), tmp_path)
     assert KERNEL in dump
     reference = torch.nn.Embedding(100, 32)
     reference.load_state_dict({k: v.cpu() for k, v in embedding.state_dict().items()})
@@ -114,7 +102,7 @@ def test_calls_outside_the_kernel_keep_aten_and_match_cpu(case, tmp_path):
         # Past the kernel's 1 MiB: ATen's kernel copies with a thread team.
         "large": lambda: torch.randn(4096, 256, device=D).index_select(0, torch.arange(2048, device=D)),
     }
-    out, dump = captured(calls[case], tmp_path)
+    out, dump = captured_with_dump(calls[case], tmp_path)
     assert ATEN in dump and KERNEL not in dump
     if case != "large":
         reference = {
