@@ -317,8 +317,10 @@ def test_cli_error_inputs_are_reported_as_ops(tmp_path: Path) -> None:
             """
         )
     )
-    json_path = tmp_path / "report.json"
+    json_path, markdown_path = tmp_path / "report.json", tmp_path / "report.md"
     run = run_cli(
+        "--markdown",
+        str(markdown_path),
         "--error-inputs",
         "--jobs",
         "0",
@@ -341,6 +343,10 @@ def test_cli_error_inputs_are_reported_as_ops(tmp_path: Path) -> None:
     assert results["error_inputs:late_error"]["causes"][0]["message"].startswith(
         "expected IndexError matching 'index out of range' at the call; raised from the stream: IndexError"
     )
+    # The report says what an error-input pair checks, not what a value check does.
+    markdown = markdown_path.read_text()
+    assert markdown.startswith("# mydev OpInfo conformance report: error inputs\n")
+    assert "each must raise at the call" in markdown and "gave the CPU's result" not in markdown
 
 
 def test_raising_op_is_an_error(fake_ops: Dict[str, object]) -> None:

@@ -25,10 +25,9 @@ from torch.testing._internal.opinfo.core import ErrorInput, OpInfo
 from torch.utils._pytree import tree_map
 
 from .classify import Tally, classify_exception, describe_exception
-from .results import Status, TaskResult
+from .results import ERROR_INPUTS_DTYPE, Status, TaskResult
 
 PREFIX = "error_inputs:"
-DTYPE = "any"
 
 
 def _raised(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Optional[BaseException]:
@@ -90,7 +89,7 @@ def run_error_inputs(op: OpInfo, device: str) -> TaskResult:
     """Checks every error input of one op; never raises for anything the
     op does."""
     started = time.monotonic()
-    tally = Tally(PREFIX + op.full_name, DTYPE)
+    tally = Tally(PREFIX + op.full_name, ERROR_INPUTS_DTYPE)
     checked = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

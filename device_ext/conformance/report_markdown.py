@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 from .classify import cause_group
-from .results import FAILURES, Status, TaskResult
+from .results import ERROR_INPUTS_DTYPE, FAILURES, Status, TaskResult
 from .summary import format_rate, op_statuses
 
 # One letter per status in the op x dtype matrix of multi-dtype reports.
@@ -70,15 +70,25 @@ def _summary(report: Dict[str, Any]) -> List[str]:
         f"- {summary['ops']} ops, {summary['pairs']} (op, dtype) pairs checked; "
         f"{len(summary['not_applicable'])} selected ops support none of the requested dtypes on cuda or the CPU."
     )
-    lines += [
-        "",
-        "A pair passes when every sample input compared at that dtype gave the CPU's result (within the "
-        "tolerances below), through every call form (function, in-place variant, out=). It is skipped when "
-        "no sample could be compared. Pass rates are passed / (passed + failed); skipped pairs count in "
-        "neither. Tolerances: torch.testing.assert_close's defaults for the dtype, widened only where the "
-        "OpInfo's own toleranceOverride/precisionOverride says so; NaN equals NaN.",
-        "",
-    ]
+    checked = set(summary["by_dtype"])
+    lines.append("")
+    if checked - {ERROR_INPUTS_DTYPE}:
+        lines += [
+            "A pair passes when every sample input compared at that dtype gave the CPU's result (within the "
+            "tolerances below), through every call form (function, in-place variant, out=). It is skipped when "
+            "no sample could be compared. Pass rates are passed / (passed + failed); skipped pairs count in "
+            "neither. Tolerances: torch.testing.assert_close's defaults for the dtype, widened only where the "
+            "OpInfo's own toleranceOverride/precisionOverride says so; NaN equals NaN.",
+            "",
+        ]
+    if ERROR_INPUTS_DTYPE in checked:
+        lines += [
+            f"Ops named error_inputs:<name> (dtype {ERROR_INPUTS_DTYPE}: error inputs choose their own dtypes) "
+            "check the OpInfo's error inputs: each must raise at the call, with the exception type and message "
+            "the OpInfo names, and leave nothing for the next synchronize; one that raises nothing on mydev must "
+            "raise nothing on the CPU either, and one that raises on neither is skipped.",
+            "",
+        ]
     header = ["dtype"] + [s.value for s in Status] + ["pass rate"]
     rows = [
         [dtype] + [counts["ops"][s.value] for s in Status] + [format_rate(counts["op_pass_rate"])]
@@ -190,7 +200,10 @@ def _sparse_section(results: List[TaskResult]) -> List[str]:
 
 def render(report: Dict[str, Any], results: List[TaskResult]) -> str:
     dtypes = list(report["summary"]["dtypes"])
-    title = dtypes[0] if len(dtypes) == 1 else f"{len(dtypes)} dtypes"
+    if dtypes == [ERROR_INPUTS_DTYPE]:
+        title = "error inputs"
+    else:
+        title = dtypes[0] if len(dtypes) == 1 else f"{len(dtypes)} dtypes"
     lines = [
         f"# mydev OpInfo conformance report: {title}",
         "",

@@ -100,6 +100,11 @@ class TaskResult:
         )
 
 
+# The dtype under which the error-input check reports its ops: error inputs
+# choose their own dtypes.
+ERROR_INPUTS_DTYPE = "any"
+
+
 def dtype_name(dtype: Any) -> str:
     """'float32' for torch.float32: the spelling reports and --dtypes use."""
     return str(dtype).replace("torch.", "")
