@@ -14,9 +14,11 @@ the CPU kernels make (csrc/aten/cpu_kernel_checks.h).
 """
 
 import pytest
+import torch
 from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.opinfo.core import ErrorInput, OpInfo, SampleInput
 
-from device_ext.conformance.error_inputs import run_error_inputs
+from device_ext.conformance.error_inputs import check_error_input, run_error_inputs
 from device_ext.conformance.results import Status
 from mydev_testing import assert_device_still_usable, run_python
 
@@ -33,6 +35,25 @@ def test_error_inputs_raise_at_the_call_as_the_opinfo_says(op):
         f"{cause.message} (sample {cause.first_sample}: {cause.sample})" for cause in result.causes
     )
     assert_device_still_usable()
+
+
+def _refuses_cpu_tensors(x, *, device=None):
+    if x.device.type == "cpu" or device == torch.device("cpu"):
+        raise ValueError("refused on the CPU")
+    return x
+
+
+@pytest.mark.parametrize("device_argument", [None, torch.device(D)], ids=["tensor", "device_kwarg"])
+def test_a_call_the_cpu_refuses_but_the_device_accepts_is_a_mismatch(device_argument):
+    # The CPU rerun must really run on the CPU: with the tensors and any
+    # device argument moved there, not the device's sample passed again
+    # (which would report the call as raising on neither).
+    kwargs = {} if device_argument is None else {"device": device_argument}
+    sample = SampleInput(torch.ones(3, device=D), kwargs=kwargs)
+    op = OpInfo("refuses_cpu_tensors", op=_refuses_cpu_tensors, dtypes=(torch.float32,))
+    status, message = check_error_input(op, ErrorInput(sample, error_regex="never matched"), D)
+    assert status == Status.MISMATCH
+    assert "mydev raised nothing, the CPU raised ValueError" in message, message
 
 
 def test_overlapping_out_arguments_raise_at_the_call_in_a_plain_script():

@@ -22,10 +22,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch.testing._internal.opinfo.core import ErrorInput, OpInfo
-from torch.utils._pytree import tree_map
 
 from .classify import Tally, classify_exception, describe_exception
+from .opdb import is_selected
 from .results import ERROR_INPUTS_DTYPE, Status, TaskResult
+from .transfer import on_cpu
 
 PREFIX = "error_inputs:"
 
@@ -36,10 +37,6 @@ def _raised(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Optional[Bas
     except Exception as error:  # noqa: BLE001 (whatever the call raises is compared)
         return error
     return None
-
-
-def _on_cpu(value: Any) -> Any:
-    return tree_map(lambda leaf: leaf.cpu() if isinstance(leaf, torch.Tensor) else leaf, value)
 
 
 def _raised_by_the_kernel_on_purpose(op: OpInfo, error_input: ErrorInput, device_type: str) -> bool:
@@ -69,13 +66,13 @@ def check_error_input(op: OpInfo, error_input: ErrorInput, device: str) -> Tuple
     if late is not None:
         return Status.MISMATCH, f"expected {expected} at the call; raised from the stream: {describe_exception(late)}"
     if at_the_call is None:
-        cpu_sample = _on_cpu(sample)
-        on_cpu = _raised(op, cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)
-        if on_cpu is None:
+        cpu_input, cpu_args, cpu_kwargs = on_cpu((sample.input, sample.args, sample.kwargs))
+        raised_on_cpu = _raised(op, cpu_input, *cpu_args, **cpu_kwargs)
+        if raised_on_cpu is None:
             return Status.SKIPPED, "raises on neither the device nor the CPU"
         return (
             Status.MISMATCH,
-            f"expected {expected}; {device_type} raised nothing, the CPU raised {describe_exception(on_cpu)}",
+            f"expected {expected}; {device_type} raised nothing, the CPU raised {describe_exception(raised_on_cpu)}",
         )
     if isinstance(at_the_call, error_input.error_type) and re.search(error_input.error_regex, str(at_the_call)):
         return Status.PASS, ""
@@ -115,16 +112,10 @@ def run_error_inputs(op: OpInfo, device: str) -> TaskResult:
 def run_all_error_inputs(
     ops: Dict[str, OpInfo], patterns: Sequence[str], excludes: Sequence[str], device: str
 ) -> List[TaskResult]:
-    """Every op with error inputs whose ``error_inputs:<full name>`` matches
-    a pattern (all when there is none) and no exclude."""
-
-    def matches(name: str, regexes: Sequence[str]) -> bool:
-        return any(re.search(regex, name) for regex in regexes)
-
+    """Every op with error inputs whose ``error_inputs:<full name>`` is
+    selected by the patterns."""
     return [
         run_error_inputs(op, device)
         for name, op in ops.items()
-        if op.error_inputs_func is not None
-        and (not patterns or matches(PREFIX + name, patterns))
-        and not matches(PREFIX + name, excludes)
+        if op.error_inputs_func is not None and is_selected(PREFIX + name, patterns, excludes)
     ]

@@ -15,7 +15,6 @@ Each module is reported like an op, named ``module:<name>`` (e.g.
 
 from __future__ import annotations
 
-import re
 import time
 import warnings
 from typing import Any, List, Optional, Sequence
@@ -27,8 +26,10 @@ from torch.testing._internal.common_modules import ModuleInfo, module_db
 
 from .classify import Tally, classify_exception, describe_exception
 from .compare import describe_difference
+from .opdb import is_selected
 from .policy import Tolerance
 from .results import Status, TaskResult, dtype_name
+from .transfer import on_cpu
 
 PREFIX = "module:"
 CPU = torch.device("cpu")
@@ -39,29 +40,9 @@ def _tolerance_for(dtype: torch.dtype) -> Tolerance:
     return Tolerance(atol=atol, rtol=rtol)
 
 
-def _to_cpu(value: Any) -> Any:
-    def move(leaf: Any) -> Any:
-        if isinstance(leaf, torch.Tensor):
-            return leaf.detach().to(CPU)
-        if isinstance(leaf, torch.device):
-            return CPU
-        return leaf
-
-    return pytree.tree_map(move, value)
-
-
 def selected_modules(patterns: Sequence[str], excludes: Sequence[str]) -> List[ModuleInfo]:
-    """The ModuleInfos whose ``module:<name>`` matches a pattern (all when
-    there is none) and no exclude."""
-
-    def matches(name: str, regexes: Sequence[str]) -> bool:
-        return any(re.search(regex, name) for regex in regexes)
-
-    return [
-        info
-        for info in module_db
-        if (not patterns or matches(PREFIX + info.name, patterns)) and not matches(PREFIX + info.name, excludes)
-    ]
+    """The ModuleInfos whose ``module:<name>`` is selected by the patterns."""
+    return [info for info in module_db if is_selected(PREFIX + info.name, patterns, excludes)]
 
 
 def _forward(
@@ -69,14 +50,14 @@ def _forward(
 ) -> Any:
     args, kwargs = module_input.constructor_input.args, module_input.constructor_input.kwargs
     if device == CPU:
-        args, kwargs = _to_cpu(args), _to_cpu(kwargs)
+        args, kwargs = on_cpu(args), on_cpu(kwargs)
     module = info.module_cls(*args, **kwargs).to(device=device, dtype=dtype)
     module.train(training)
     if state is not None:
-        module.load_state_dict(_to_cpu(state) if device == CPU else state)
+        module.load_state_dict(on_cpu(state) if device == CPU else state)
     forward_args, forward_kwargs = module_input.forward_input.args, module_input.forward_input.kwargs
     if device == CPU:
-        forward_args, forward_kwargs = _to_cpu(forward_args), _to_cpu(forward_kwargs)
+        forward_args, forward_kwargs = on_cpu(forward_args), on_cpu(forward_kwargs)
     with torch.no_grad():
         result = module(*forward_args, **forward_kwargs)
     if device != CPU:

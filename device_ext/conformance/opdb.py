@@ -108,6 +108,15 @@ class Selection:
     not_applicable: List[str]
 
 
+def is_selected(name: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
+    """Whether `name` matches any `include` pattern (any name does when
+    there is none) and no `exclude` pattern: regular expressions searched in
+    the name, so a plain substring works. Ops, modules and error inputs are
+    chosen by the same rule, so one --ops / --exclude means the same for
+    all three."""
+    return (not include or any(re.search(p, name) for p in include)) and not any(re.search(p, name) for p in exclude)
+
+
 def select(
     ops: Dict[str, OpInfo],
     dtypes: str,
@@ -115,22 +124,16 @@ def select(
     exclude: Sequence[str] = (),
     layouts: Sequence[str] = (STRIDED,) + SPARSE_LAYOUTS,
 ) -> Selection:
-    """Tasks for the ops whose full name matches any `include` pattern (all
-    if none) and no `exclude` pattern (regular expressions searched in the
-    name, so a plain substring works), at `dtypes`: a comma-separated list,
+    """Tasks for the ops whose full name `is_selected`, at `dtypes`: a comma-separated list,
     or "all" for every dtype the device is checked at (device_dtypes), in
     each of `layouts` the OpInfo supports."""
     wanted: Optional[List[torch.dtype]] = None
     if dtypes.strip() != ALL_DTYPES:
         wanted = [parse_dtype(name) for name in dtypes.split(",") if name.strip()]
-    include_res = [re.compile(p) for p in include]
-    exclude_res = [re.compile(p) for p in exclude]
     tasks: List[Task] = []
     not_applicable: List[str] = []
     for name, op in ops.items():
-        if include_res and not any(r.search(name) for r in include_res):
-            continue
-        if any(r.search(name) for r in exclude_res):
+        if not is_selected(name, include, exclude):
             continue
         supported = device_dtypes(op)
         chosen = supported if wanted is None else [d for d in wanted if d in supported]

@@ -16,6 +16,7 @@ import re
 from typing import Any, Dict, FrozenSet, Tuple
 
 import torch
+import torch.utils._pytree as pytree
 from torch.testing._internal.opinfo.core import SampleInput
 
 # Storage copies made for one sample: (data_ptr, nbytes) -> byte tensor.
@@ -84,6 +85,23 @@ def replicate_value(
             generator.manual_seed(value.initial_seed())
             return generator
     return value
+
+
+def on_cpu(value: Any) -> Any:
+    """`value` with every tensor moved to the CPU and every torch.device
+    made the CPU, through pytree containers (a SampleInput is not one: pass
+    its parts). Unlike replicate_value this keeps neither layout nor
+    autograd history apart: it is for running the same call on the CPU, so
+    a tensor that requires grad still does."""
+
+    def move(leaf: Any) -> Any:
+        if isinstance(leaf, torch.Tensor):
+            return leaf.cpu()
+        if isinstance(leaf, torch.device):
+            return torch.device("cpu")
+        return leaf
+
+    return pytree.tree_map(move, value)
 
 
 def replicate_sample(
