@@ -56,6 +56,24 @@ def test_out_linear_and_row_view_forms_match_cpu(tmp_path):
     assert_close_to_cpu(linear, F.linear(tokens[2:3].cpu().unsqueeze(0), weight.cpu()), rtol=1e-5, atol=1e-5)
 
 
+def test_a_sliced_weight_and_an_output_beside_the_vector_take_the_kernel(tmp_path):
+    # A fused QKV weight cut into its query block is not dense, and the
+    # output may sit in the same buffer as the vector as long as their
+    # elements do not overlap: the kernel takes both (ATen's overlap check
+    # would call the slice "too hard" and refuse it).
+    qkv = torch.randn(40, 3 * 32, device=D)
+    query_weight = qkv[:, :32]
+    buffer = torch.randn(2, 40, device=D)
+    x, out = buffer[0:1], buffer[1:2, :32]
+
+    def product():
+        return torch.mm(x, query_weight, out=out)
+
+    result, dump = captured_with_dump(product, tmp_path)
+    assert KERNEL in dump and "aten::mm" not in dump
+    assert_close_to_cpu(result, buffer[0:1].cpu() @ qkv[:, :32].cpu(), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("k,n", [(256, 768), (17, 33), (1, 5), (300, 1), (128, 9000)])
 @pytest.mark.parametrize("layout", ["linear", "conv1d"])
 def test_one_row_products_with_a_bias_take_the_kernel_and_match_cpu(k, n, layout, tmp_path):

@@ -1,6 +1,5 @@
 #include "index_select_rows.h"
 
-#include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 
 #include <cstdint>
@@ -8,6 +7,7 @@
 
 #include "../runtime/mydev_runtime.h"
 #include "kernel_launch.h"
+#include "memory_overlap.h"
 
 namespace mydev {
 namespace {
@@ -42,10 +42,6 @@ void copyRows(const RowGatherCall& call) {
   }
 }
 
-bool overlaps(const at::Tensor& a, const at::Tensor& b) {
-  return at::get_overlap_status(a, b) != at::MemOverlapStatus::No;
-}
-
 }  // namespace
 
 bool launchIndexSelectRows(const c10::OperatorHandle& op,
@@ -71,7 +67,7 @@ bool launchIndexSelectRows(const c10::OperatorHandle& op,
       result.scalar_type() != self.scalar_type() || !result.is_contiguous() ||
       result.is_neg() || result.is_conj() || result.numel() == 0 ||
       result.nbytes() > static_cast<size_t>(kMaxRowGatherBytes) ||
-      overlaps(result, self) || overlaps(result, index)) {
+      elementSpansOverlap(result, self) || elementSpansOverlap(result, index)) {
     return false;
   }
   const int64_t row_elements =

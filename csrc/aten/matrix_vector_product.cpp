@@ -9,6 +9,7 @@
 #include "../runtime/mydev_runtime.h"
 #include "float_dot_products.h"
 #include "kernel_launch.h"
+#include "memory_overlap.h"
 
 namespace mydev {
 namespace {
@@ -106,22 +107,6 @@ bool isFloatOnDevice(const at::Tensor& t, c10::Device device) {
          !t.is_neg() && !t.is_conj();
 }
 
-// The bytes a tensor's elements span, as device addresses (compared as
-// numbers, never dereferenced).
-struct Span {
-  uintptr_t begin, end;
-};
-Span spanOf(const at::Tensor& t) {
-  int64_t last = 0;
-  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
-  const auto begin = reinterpret_cast<uintptr_t>(t.const_data_ptr());
-  return {begin, begin + static_cast<uintptr_t>((last + 1) * sizeof(float))};
-}
-bool overlap(const at::Tensor& a, const at::Tensor& b) {
-  const Span sa = spanOf(a), sb = spanOf(b);
-  return sa.begin < sb.end && sb.begin < sa.end;
-}
-
 // The kernel's call for x @ w into `result`, all 2-D (mm) or all 3-D with
 // the batch first (bmm), if the product qualifies (see the header).
 std::optional<MatrixVectorCall> oneRowProduct(const at::Tensor& x,
@@ -142,8 +127,8 @@ std::optional<MatrixVectorCall> oneRowProduct(const at::Tensor& x,
       (dims == 3 && (x.size(0) != batches || w.size(0) != batches ||
                      (batches > 1 && result.stride(0) < n))) ||
       (k > 1 && x.stride(column) != 1) ||
-      (n > 1 && result.stride(column) != 1) || overlap(result, x) ||
-      overlap(result, w)) {
+      (n > 1 && result.stride(column) != 1) || elementSpansOverlap(result, x) ||
+      elementSpansOverlap(result, w)) {
     return std::nullopt;
   }
   MatrixVectorCall call{};
@@ -182,7 +167,7 @@ bool addBias(const at::Tensor& bias, const c10::IValue& beta,
              MatrixVectorCall* call) {
   if (!isOne(beta) || !isOne(alpha) ||
       !isFloatOnDevice(bias, result.device()) || bias.dim() > 2 ||
-      overlap(result, bias)) {
+      elementSpansOverlap(result, bias)) {
     return false;
   }
   if (bias.numel() == 1) {
