@@ -1,7 +1,10 @@
 #include "host_threads.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -12,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 // OpenMP, bound weakly: the driver carries no OpenMP of its own. In the
 // device library (linked with -fopenmp) these are torch's libgomp; in a
@@ -171,6 +175,42 @@ void TeamSpin::note_woken() {
   if (getrusage(RUSAGE_THREAD, &usage) == 0) {
     involuntary_switches_ = usage.ru_nivcsw;
   }
+}
+
+bool team_threads_running() {
+  char name[16] = {};
+  if (prctl(PR_GET_NAME, name) != 0) return true;
+  DIR* tasks = opendir("/proc/self/task");
+  if (tasks == nullptr) return true;
+  const std::string self = std::to_string(syscall(SYS_gettid));
+  bool running = false;
+  while (const dirent* task = readdir(tasks)) {
+    if (task->d_name[0] == '.' || self == task->d_name) continue;
+    const std::string path =
+        std::string("/proc/self/task/") + task->d_name + "/stat";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // the thread ended since it was listed
+    // "tid (name) state ...": a name may hold spaces and parentheses, so it
+    // ends at the last ')'.
+    char stat[128];
+    const ssize_t length = ::read(fd, stat, sizeof stat - 1);
+    ::close(fd);
+    if (length <= 0) continue;
+    stat[length] = '\0';
+    const char* open_paren = std::strchr(stat, '(');
+    const char* close_paren = std::strrchr(stat, ')');
+    if (open_paren == nullptr || close_paren == nullptr ||
+        close_paren[1] == '\0' || close_paren[2] == '\0') {
+      continue;
+    }
+    const std::string thread_name(open_paren + 1, close_paren);
+    if (thread_name == name && close_paren[2] == 'R') {
+      running = true;
+      break;
+    }
+  }
+  closedir(tasks);
+  return running;
 }
 
 void release_host_threads() {

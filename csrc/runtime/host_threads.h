@@ -49,8 +49,16 @@
 // 0.9-1.2x once only such a team was parked. Whether a kernel may have used the
 // team, the executor tells by its duration (kKernelMayUseTeamAfter), which a
 // preempted kernel stretches: so not from kernels during which it was preempted
-// (TeamSpin). While both run parallel work at once, both teams exist: the host
-// is oversubscribed, as with any two parallel programs.
+// (TeamSpin). A host can stretch a kernel without preempting it, so before it
+// parks, the executor also looks whether a thread of its team is running at
+// all (team_threads_running). On a 2-core VM the first run of a kernel's code
+// after a pause took 50-120 us of the executor's own CPU time, against a few
+// microseconds warm (the caches the idle core or another guest left behind),
+// so every burst of small kernels had a kernel that looked parallel: the first
+// park started a team that no kernel had, and every later pause woke it (37-40
+// of 40 bursts in tests/test_host_threads.py). While both run parallel work at
+// once, both teams exist: the host is oversubscribed, as with any two parallel
+// programs.
 //
 // Other processes take cores too. libgomp's threads spin between parallel
 // regions (torch loads libgomp before the extension, so OMP_WAIT_POLICY is
@@ -137,6 +145,15 @@ class TeamSpin {
   Clock::time_point may_spin_until_{};
   long involuntary_switches_ = 0;  // at the previous look
 };
+
+// Whether a thread of the calling thread's OpenMP team is running or waiting
+// for a core (spinning, since the caller runs no region): the other threads
+// that bear the caller's name, which Linux threads inherit from the thread
+// that starts them, read from /proc/self/task (one file per thread of the
+// process, tens of microseconds). False when the thread has no team; true
+// when the threads cannot be read, as the caller must then assume they may
+// spin.
+bool team_threads_running();
 
 // Releases the calling thread's OpenMP team, if it has one and OpenMP is in
 // the process (the driver's own test program runs without it). Inside a

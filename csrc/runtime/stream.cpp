@@ -156,8 +156,9 @@ void Stream::wait_for_work() {
       const auto now = std::chrono::steady_clock::now();
       const auto release_at = now + kReleaseKernelTeamAfter;
       const auto sleep = [&] { return sleep_until_work(release_at); };
-      woke =
-          team_spin_.may_spin(now) ? park_host_threads_while(sleep) : sleep();
+      woke = team_spin_.may_spin(now) && team_threads_running()
+                 ? park_host_threads_while(sleep)
+                 : sleep();
     }
     if (!woke) {
       release_host_threads();

@@ -8,6 +8,7 @@
 // work queued) re-run this binary with a mode argument and other variables.
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -1449,6 +1451,56 @@ void test_team_spin() {
   CHECK(long_kernel_counts());
 }
 
+void test_team_threads_running() {
+  using mydev_sim::team_threads_running;
+  // A thread of its own name, whose threads stand in for an OpenMP team:
+  // they inherit the name, as libgomp's do from the executor.
+  std::thread executor([] {
+    pthread_setname_np(pthread_self(), "team-test");
+    CHECK(!team_threads_running());  // no team
+    std::atomic<bool> stop{false};
+    std::mutex mutex;
+    std::condition_variable woken;
+    std::thread sleeper([&] {
+      std::unique_lock<std::mutex> lock(mutex);
+      woken.wait(lock, [&] { return stop.load(); });
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK(!team_threads_running());  // a team asleep
+    std::atomic<bool> spinning{false};
+    std::thread spinner([&] {
+      spinning = true;
+      while (!stop.load()) {
+      }
+    });
+    while (!spinning.load()) std::this_thread::yield();
+    CHECK(team_threads_running());  // one of them spins
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    woken.notify_all();
+    sleeper.join();
+    spinner.join();
+  });
+  executor.join();
+  // Threads of another name are not the caller's team: the one above spun
+  // and ended; a spinning thread with the caller's default name would count,
+  // so this one renames itself first.
+  std::atomic<bool> stop{false};
+  std::atomic<bool> renamed{false};
+  std::thread other([&] {
+    pthread_setname_np(pthread_self(), "someone-else");
+    renamed = true;
+    while (!stop.load()) {
+    }
+  });
+  while (!renamed.load()) std::this_thread::yield();
+  CHECK(!team_threads_running());
+  stop = true;
+  other.join();
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "--child-launch-blocking") return child_launch_blocking();
@@ -1490,6 +1542,7 @@ int main(int argc, char** argv) {
       {"peer memory", test_peer_memory},
       {"kernel team size", test_kernel_team_size},
       {"team spin", test_team_spin},
+      {"team threads running", test_team_threads_running},
       {"latency", skip_latency ? nullptr : measure_latency},
   };
   for (const Case& c : cases) {
