@@ -185,7 +185,10 @@ torch.testing.assert_close(x.cpu(), torch.full((1,), 201.0))
 # Bursts of small kernels with pauses between them (a program's CPU work)
 # leave the team asleep: no kernel of theirs runs a parallel region, so
 # none leaves the team spinning. Parked at each pause, the team (started
-# by the first park) woke at each one and spun through the next burst.
+# by the first park) woke at each one and spun through the next burst. On a
+# VM whose cores wake cold, the first run of a kernel's code after a pause
+# took 50-120 us and looked parallel: the executor parks only a team with a
+# thread running (team_threads_running), which these bursts never start.
 _SMALL_KERNEL_BURSTS_SCRIPT = (
     _PRELUDE
     + """
