@@ -49,6 +49,20 @@ int64_t to_ns(const timespec& time) {
   return int64_t(time.tv_sec) * kNsPerSecond + time.tv_nsec;
 }
 
+// The start of a /proc file's text, NUL-terminated in `text` (at most
+// `capacity` - 1 bytes: the fields read here all come first), in one read.
+// False if the file is gone (a thread that ended since it was listed) or
+// empty.
+bool read_proc_text(const char* path, char* text, size_t capacity) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t length = ::read(fd, text, capacity - 1);
+  ::close(fd);
+  if (length <= 0) return false;
+  text[length] = '\0';
+  return true;
+}
+
 // The unit of /proc/stat's times; -1 if unknown. Fixed for the boot, so
 // asked once, not at each of the two uses per measure.
 int64_t tick_ns() {
@@ -66,13 +80,8 @@ int64_t tick_ns() {
 // them shrank the team on an idle VM (steal came in bursts of up to 0.9 of
 // a core per 100 ms). -1 if unreadable.
 int64_t host_busy_ns() {
-  const int fd = ::open("/proc/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
   char text[256];
-  const ssize_t length = ::read(fd, text, sizeof text - 1);
-  ::close(fd);
-  if (length <= 0) return -1;
-  text[length] = '\0';
+  if (!read_proc_text("/proc/stat", text, sizeof text)) return -1;
   if (std::strncmp(text, "cpu ", 4) != 0) return -1;
   constexpr int kFields = 7;  // user nice system idle iowait irq softirq
   long long ticks[kFields] = {};
@@ -188,15 +197,10 @@ bool team_threads_running() {
     if (task->d_name[0] == '.' || self == task->d_name) continue;
     const std::string path =
         std::string("/proc/self/task/") + task->d_name + "/stat";
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;  // the thread ended since it was listed
     // "tid (name) state ...": a name may hold spaces and parentheses, so it
     // ends at the last ')'.
     char stat[128];
-    const ssize_t length = ::read(fd, stat, sizeof stat - 1);
-    ::close(fd);
-    if (length <= 0) continue;
-    stat[length] = '\0';
+    if (!read_proc_text(path.c_str(), stat, sizeof stat)) continue;
     const char* open_paren = std::strchr(stat, '(');
     const char* close_paren = std::strrchr(stat, ')');
     if (open_paren == nullptr || close_paren == nullptr ||

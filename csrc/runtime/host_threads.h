@@ -55,7 +55,7 @@
 // after a pause took 50-120 us of the executor's own CPU time, against a few
 // microseconds warm (the caches the idle core or another guest left behind),
 // so every burst of small kernels had a kernel that looked parallel: the first
-// park started a team that no kernel had, and every later pause woke it (37-40
+// park started a team that no kernel had, and every later pause woke it (24-40
 // of 40 bursts in tests/test_host_threads.py). While both run parallel work at
 // once, both teams exist: the host is oversubscribed, as with any two parallel
 // programs.
