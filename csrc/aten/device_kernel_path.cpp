@@ -26,7 +26,7 @@
 #include "device_kernel_path.h"
 #include "device_randomness.h"
 #include "host_view.h"
-#include "index_select_rows.h"
+#include "index_rows.h"
 #include "ivalue_tensors.h"
 #include "kernel_launch.h"
 #include "kernel_results.h"
@@ -450,12 +450,14 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
   // The device's own kernels, without ATen's per-call set-up: add, mul, ...
   // over dense tensors of one dtype (native_elementwise.h), products with
   // one row, a decode step's Linear (matrix_vector_product.h), and rows
-  // picked by index, an embedding lookup (index_select_rows.h).
+  // picked by index, an embedding lookup or a mask's fill (index_rows.h).
   if (outputs.values.size() == 1 && outputs.values[0].isTensor() &&
       (launchNativeElementwise(op, device_args, outputs.values[0].toTensor()) ||
        launchMatrixVectorProduct(op, device_args,
                                  outputs.values[0].toTensor()) ||
-       launchIndexSelectRows(op, device_args, outputs.values[0].toTensor()))) {
+       launchIndexSelectRows(op, device_args, outputs.values[0].toTensor()) ||
+       launchIndexRows(op, device_args, outputs.values[0].toTensor()) ||
+       launchIndexFillRows(op, device_args, outputs.values[0].toTensor()))) {
     torch::jit::drop(*stack, n_args);
     stack->push_back(std::move(outputs.values[0]));
     return;

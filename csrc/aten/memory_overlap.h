@@ -1,5 +1,5 @@
 // Whether an output may share bytes with an input. The device's own
-// kernels (matrix_vector_product, index_select_rows) take only calls where
+// kernels (matrix_vector_product, index_rows) take only calls where
 // it cannot; any other call goes to ATen's kernel, which checks overlaps
 // and raises as the CPU does.
 #pragma once
