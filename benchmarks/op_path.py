@@ -1,7 +1,7 @@
 """Where the time of one small eager op goes: ``x * 2`` on a one-element
 float32 tensor (the device's own elementwise kernel), and
-``x.index_select(0, idx)`` (the generic path: a CPU kernel launched over
-host views), on mydev against the CPU, split into the steps of the
+``x.gather(0, idx)`` (the generic path: a CPU kernel launched over host
+views), on mydev against the CPU, split into the steps of the
 device-kernel path. Information, no target.
 
 Rows (us per op, medians of repetitions of many ops then one synchronize):
@@ -121,15 +121,15 @@ def _times_two(device: str) -> Callable[[], object]:
     return lambda: x * 2
 
 
-def _index_select(device: str) -> Callable[[], object]:
+def _gather(device: str) -> Callable[[], object]:
     x = torch.ones(4, device=device)
     index = torch.zeros(1, dtype=torch.long, device=device)
-    return lambda: x.index_select(0, index)
+    return lambda: x.gather(0, index)
 
 
 def measure(calls: int, reps: int) -> List[dict]:
     times_two = _op_rows("x * 2", _times_two, calls, reps)
-    index_select = _op_rows("index_select", _index_select, calls, reps)
+    gather = _op_rows("gather", _gather, calls, reps)
     cpu_wall = times_two[0]["us"]
     empty = _per_op(lambda: torch.empty(1, device="mydev"), _mydev_sync, calls, reps)
     launch = _per_op(lambda: torch.mydev._sleep(0), _mydev_sync, calls, reps)
@@ -137,7 +137,7 @@ def measure(calls: int, reps: int) -> List[dict]:
         _row("x * 2", "torch.empty(1) on mydev", empty["wall"], cpu_wall, "the allocation step, with its own dispatch"),
         _row("x * 2", "empty kernel launch", launch["wall"], cpu_wall, "torch.mydev._sleep(0): binding and enqueue"),
     ]
-    return times_two + steps + index_select
+    return times_two + steps + gather
 
 
 def main() -> int:
