@@ -256,6 +256,7 @@ def test_index_fill_takes_the_kernel_and_matches_cpu(shape, dim, index, in_place
         (torch.uint8, 255),
         (torch.bool, 1),
         (torch.complex64, 2 - 1j),
+        (torch.complex128, -0.5 + 3j),  # 16-byte elements
     ],
 )
 def test_index_fill_converts_the_value_as_the_cpu_does(dtype, value, tmp_path):

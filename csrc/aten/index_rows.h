@@ -10,7 +10,7 @@
 // on the device costs a boxed call over host views and a TensorIterator set
 // up at every launch: microseconds of the executor's time per call, which a
 // busy host does not hide (beside one busy process on 2 cores, x[index] and
-// index_fill of one element took 1.7-1.9x the CPU's time). These kernels hold
+// index_fill of one element took 1.7-2.0x the CPU's time). These kernels hold
 // only device addresses and sizes, so a small call costs what an add does.
 #pragma once
 
