@@ -56,6 +56,30 @@ def test_a_call_the_cpu_refuses_but_the_device_accepts_is_a_mismatch(device_argu
     assert "mydev raised nothing, the CPU raised ValueError" in message, message
 
 
+def test_a_refused_exponent_raises_at_the_call_after_an_accepted_one():
+    # pow(2) puts the call's Meta result in the cache; pow(-2) of the same
+    # integer tensor differs only in the exponent's value, which pow's Meta
+    # kernel refuses: raised at the call (not by the kernel at the next
+    # synchronize), nothing left on the stream, the tensor unchanged.
+    script = """
+        import torch
+
+        n = torch.arange(1, 5, device="mydev")
+        print(n.pow(2).tolist())
+        for call in (lambda: n.pow(-2), lambda: n.pow_(-1), lambda: torch.pow(n, -3, out=torch.empty_like(n))):
+            try:
+                call()
+                print("no error")
+            except RuntimeError as error:
+                print("Integers to negative integer powers are not allowed" in str(error))
+        torch.mydev.synchronize()
+        print(n.tolist(), n.pow(3).tolist())
+    """
+    result = run_python(script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["[1, 4, 9, 16]", "True", "True", "True", "[1, 2, 3, 4] [1, 8, 27, 64]"]
+
+
 def test_overlapping_out_arguments_raise_at_the_call_in_a_plain_script():
     # Each call writes into memory it also reads, which the CPU refuses; the
     # device must refuse it at the call, write nothing, and stay usable.

@@ -76,8 +76,9 @@ void appendTensor(Key& key, const at::Tensor& t) {
 
 // Scalar (and Scalar[]) arguments shape outputs through their kind only
 // (type promotion: bool < int < float < complex), except where they are the
-// bounds of a range. Keying on values would miss the cache whenever a value
-// changes, e.g. an optimizer's bias corrections every step.
+// bounds of a range or a value the Meta kernel refuses (scalarValuesMatter).
+// Keying on values would miss the cache whenever a value changes, e.g. an
+// optimizer's bias corrections every step.
 bool isScalarArgument(const c10::Argument& argument) {
   c10::TypePtr type = argument.real_type();
   if (type->kind() == c10::TypeKind::OptionalType) {
@@ -89,8 +90,13 @@ bool isScalarArgument(const c10::Argument& argument) {
   return type->kind() == c10::TypeKind::NumberType;
 }
 
-bool scalarValuesShapeOutputs(const c10::OperatorName& name) {
-  return name.name == "aten::arange" || name.name == "aten::range";
+// A range's bounds shape its output; pow's Meta kernel refuses an integer
+// tensor to a negative integer power, which a cache hit keyed on the
+// exponent's kind would let through to the kernel (raised at the next
+// synchronization instead of at the call).
+bool scalarValuesMatter(const c10::OperatorName& name) {
+  return name.name == "aten::arange" || name.name == "aten::range" ||
+         name.name == "aten::pow" || name.name == "aten::pow_";
 }
 
 int64_t scalarKind(const c10::IValue& value) {
@@ -120,8 +126,7 @@ struct ArgumentFacts {
 };
 
 ArgumentFacts argumentFactsOf(const c10::OperatorHandle& op) {
-  const bool scalar_values_matter =
-      scalarValuesShapeOutputs(op.operator_name());
+  const bool scalar_values_matter = scalarValuesMatter(op.operator_name());
   const auto& arguments = op.schema().arguments();
   ArgumentFacts facts;
   for (size_t i = 0; i < arguments.size(); ++i) {
