@@ -1,5 +1,6 @@
 """The device's own elementwise kernels (csrc/aten/native_elementwise.h): add,
-sub, mul, true div, neg and relu over dense tensors of one dtype run without
+sub, mul, true div, neg and relu over dense tensors of one dtype, and rsqrt
+and pow(x, 2) over floating ones, run without
 ATen's CPU kernels, and compute bit for bit what the CPU computes. Every
 call that does not qualify (strided, broadcast, mixed dtypes, alpha != 1,
 rounding modes, host tensors) runs ATen's kernel as before: same values,
@@ -100,6 +101,51 @@ def test_unary_ops_keep_special_values(dtype):
         out, launches = native_launches(fn, x)
         assert_bitwise_equal(out, fn(special))
         assert launches == 1
+
+
+FLOATING_UNARY = {
+    "rsqrt": torch.rsqrt,
+    "pow 2": lambda t: t.pow(2),
+    "** 2.0": lambda t: t**2.0,
+    "rsqrt_": lambda t: t.clone().rsqrt_(),
+    "pow_ 2": lambda t: t.clone().pow_(2),
+    "pow out=": lambda t: torch.pow(t, 2, out=torch.empty_like(t)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("size", [1, 7, 4096, 100003])
+def test_rsqrt_and_square_compute_the_cpus_bits(size, dtype):
+    # A square root's NaN for a negative input, signed zeros, infinities,
+    # subnormals and overflow to inf: ATen's values, bit for bit.
+    x, x_cpu = device_input(size, dtype, seed=5)
+    special = torch.tensor(
+        [0.0, -0.0, float("nan"), -float("nan"), float("inf"), -float("inf"), -1.5, 2.5, 1e-40, 1e38],
+        dtype=dtype,
+        device="mydev",
+    )
+    for t in (x, x.abs(), special):
+        for fn in FLOATING_UNARY.values():
+            out, launches = native_launches(fn, t)
+            assert_bitwise_equal(out, fn(t.cpu()))
+            assert launches == 1
+
+
+def test_other_powers_and_integer_inputs_stay_with_aten():
+    # pow calls ATen's pow for exponents other than 2 (0.5 and -1 are
+    # sqrt and reciprocal there, whose NaNs differ); integers promote
+    # (rsqrt) or run ATen's integer loop (pow). sqrt is ATen's: its NaN for
+    # a negative input is positive, the processor's negative.
+    x, x_cpu = device_input(4099, torch.float32, seed=6)
+    for fn in (lambda t: t.pow(3), lambda t: t.pow(0.5), lambda t: t.pow(-1), lambda t: t.pow(2.5), torch.sqrt):
+        out, launches = native_launches(fn, x)
+        assert_bitwise_equal(out, fn(x_cpu))
+        assert launches == 0
+    n, n_cpu = device_input(33, torch.int64, seed=7)
+    for fn in (lambda t: t.pow(2), torch.rsqrt):
+        out, launches = native_launches(fn, n)
+        assert_bitwise_equal(out, fn(n_cpu))
+        assert launches == 0
 
 
 def test_integer_overflow_wraps_as_on_the_cpu():
@@ -296,6 +342,7 @@ def test_graph_of_elementwise_ops_as_a_user_script():
                 z = z + float(i % 3)
             z = (z - y) / y
             z.neg_().relu_()
+            w = torch.rsqrt(y.pow(2) + 1.0)
         for _ in range(2):
             x.copy_(torch.randn(4096, device="mydev"))
             g.replay()
@@ -305,7 +352,11 @@ def test_graph_of_elementwise_ops_as_a_user_script():
                 ref = ref + float(i % 3)
             ref = ((ref - y.cpu()) / y.cpu()).neg_().relu_()
             print(torch.equal(z.cpu().view(torch.int32), ref.view(torch.int32)))
+        y.copy_(torch.rand(4096, device="mydev") + 1)
+        g.replay()
+        ref = torch.rsqrt(y.cpu().pow(2) + 1.0)
+        print(torch.equal(w.cpu().view(torch.int32), ref.view(torch.int32)))
         """
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["True", "True"]
+    assert result.stdout.split() == ["True", "True", "True"]

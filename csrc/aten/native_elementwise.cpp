@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,10 +20,21 @@
 namespace mydev {
 namespace {
 
-enum class Arithmetic { Add, Sub, Mul, Div, Neg, Relu };
+// Square is pow(x, 2), which ATen computes as x * x. Power is a pow call
+// whose exponent is read at launch: 2 makes it Square, any other keeps
+// ATen's kernel.
+enum class Arithmetic { Add, Sub, Mul, Div, Neg, Relu, Rsqrt, Square, Power };
 
 bool isUnary(Arithmetic op) {
-  return op == Arithmetic::Neg || op == Arithmetic::Relu;
+  return op != Arithmetic::Add && op != Arithmetic::Sub &&
+         op != Arithmetic::Mul && op != Arithmetic::Div;
+}
+
+// Ops defined here for floating dtypes only: their integer forms promote
+// (rsqrt) or run ATen's integer power loop.
+bool floatingOnly(Arithmetic op) {
+  return op == Arithmetic::Rsqrt || op == Arithmetic::Square ||
+         op == Arithmetic::Power;
 }
 
 // The overloads that compute `self op other` (or `op self`), functional,
@@ -36,11 +48,16 @@ std::optional<Arithmetic> arithmeticOf(const c10::OperatorHandle& op) {
       {"aten::mul", Arithmetic::Mul}, {"aten::mul_", Arithmetic::Mul},
       {"aten::div", Arithmetic::Div}, {"aten::div_", Arithmetic::Div}};
   static const std::unordered_map<std::string, Arithmetic> unary = {
-      {"aten::neg", Arithmetic::Neg},
-      {"aten::neg_", Arithmetic::Neg},
-      {"aten::relu", Arithmetic::Relu},
-      {"aten::relu_", Arithmetic::Relu}};
+      {"aten::neg", Arithmetic::Neg},     {"aten::neg_", Arithmetic::Neg},
+      {"aten::relu", Arithmetic::Relu},   {"aten::relu_", Arithmetic::Relu},
+      {"aten::rsqrt", Arithmetic::Rsqrt}, {"aten::rsqrt_", Arithmetic::Rsqrt}};
   const std::string& overload = name.overload_name;
+  // pow(Tensor self, Scalar exponent), functional, out= and in-place.
+  if ((name.name == "aten::pow" &&
+       (overload == "Tensor_Scalar" || overload == "Tensor_Scalar_out")) ||
+      (name.name == "aten::pow_" && overload == "Scalar")) {
+    return Arithmetic::Power;
+  }
   if (overload == "Tensor" || overload == "Scalar" || overload == "out" ||
       overload == "Scalar_out") {
     const auto found = binary.find(name.name);
@@ -203,6 +220,22 @@ void unaryLoop(const ElementwiseCall& call, F f) {
   });
 }
 
+// rsqrt is 1 divided by a correctly rounded square root, as ATen's scalar
+// and vector loops compute it (a negative input's NaN included); pow(x, 2)
+// is ATen's x * x. sqrt is not here: ATen's gives a negative input a NaN of
+// the other sign than the processor's square root.
+template <typename T>
+void floatingUnary(const ElementwiseCall& call) {
+  switch (call.op) {
+    case Arithmetic::Rsqrt:
+      return unaryLoop<T>(call, [](T x) { return T(1) / std::sqrt(x); });
+    case Arithmetic::Square:
+      return unaryLoop<T>(call, [](T x) { return x * x; });
+    default: break;
+  }
+  TORCH_INTERNAL_ASSERT(false, "native elementwise: not a floating unary op");
+}
+
 // The element operations are lambdas, not function pointers: a pointer
 // called per element was not inlined and the loop not vectorized (~8x
 // slower per replayed 4096-float kernel). Integers wrap on overflow as ATen's
@@ -234,6 +267,13 @@ void run(const ElementwiseCall& call) {
     case Arithmetic::Relu:
       // ATen's clamp_min(self, 0): NaN and -0.0 pass through.
       return unaryLoop<T>(call, [](T x) { return x < T(0) ? T(0) : x; });
+    case Arithmetic::Rsqrt:
+    case Arithmetic::Square:
+      if constexpr (std::is_floating_point_v<T>) {
+        return floatingUnary<T>(call);
+      }
+      break;
+    case Arithmetic::Power: break;  // made Square at launch, or not launched
   }
   TORCH_INTERNAL_ASSERT(false, "native elementwise kernel without a loop");
 }
@@ -284,19 +324,31 @@ struct alignas(64) LaunchCount {
 bool launchNativeElementwise(const c10::OperatorHandle& op,
                              c10::ArrayRef<c10::IValue> device_args,
                              const at::Tensor& result) {
-  const std::optional<Arithmetic>& arithmetic = operatorFact<&arithmeticOf>(op);
-  if (!arithmetic.has_value() || !result.defined() ||
+  const std::optional<Arithmetic>& fact = operatorFact<&arithmeticOf>(op);
+  if (!fact.has_value() || !result.defined() ||
       !result.device().is_privateuseone() ||
       !supportedDtype(result.scalar_type()) ||
-      (*arithmetic == Arithmetic::Div &&
+      ((*fact == Arithmetic::Div || floatingOnly(*fact)) &&
        !at::isFloatingType(result.scalar_type())) ||
       result.is_neg() || result.is_conj() ||
       !result.is_non_overlapping_and_dense()) {
     return false;
   }
-  ElementwiseCall call{*arithmetic, result.scalar_type(), {},
-                       {},          result.data_ptr(),    result.numel()};
-  if (isUnary(*arithmetic)) {
+  Arithmetic arithmetic = *fact;
+  if (arithmetic == Arithmetic::Power) {
+    // Only the exponent ATen turns into a product; the others call pow.
+    const c10::IValue* exponent =
+        device_args.size() >= 2 ? &device_args[1] : nullptr;
+    if (exponent == nullptr ||
+        !((exponent->isInt() && exponent->toInt() == 2) ||
+          (exponent->isDouble() && exponent->toDouble() == 2.0))) {
+      return false;
+    }
+    arithmetic = Arithmetic::Square;
+  }
+  ElementwiseCall call{arithmetic, result.scalar_type(), {},
+                       {},         result.data_ptr(),    result.numel()};
+  if (isUnary(arithmetic)) {
     if (device_args.empty() || !device_args[0].isTensor() ||
         !matchesResult(device_args[0].toTensor(), result)) {
       return false;
@@ -305,7 +357,7 @@ bool launchNativeElementwise(const c10::OperatorHandle& op,
   } else {
     // add/sub: (self, other, alpha); mul/div: (self, other).
     const bool has_alpha =
-        *arithmetic == Arithmetic::Add || *arithmetic == Arithmetic::Sub;
+        arithmetic == Arithmetic::Add || arithmetic == Arithmetic::Sub;
     if (device_args.size() < (has_alpha ? 3u : 2u) ||
         (has_alpha && !isOne(device_args[2]))) {
       return false;
