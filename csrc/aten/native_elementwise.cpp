@@ -20,10 +20,9 @@
 namespace mydev {
 namespace {
 
-// Square is pow(x, 2), which ATen computes as x * x. Power is a pow call
-// whose exponent is read at launch: 2 makes it Square, any other keeps
-// ATen's kernel.
-enum class Arithmetic { Add, Sub, Mul, Div, Neg, Relu, Rsqrt, Square, Power };
+// Square is pow(x, 2), which ATen computes as x * x: a pow call whose
+// exponent (read at launch) is another keeps ATen's kernel.
+enum class Arithmetic { Add, Sub, Mul, Div, Neg, Relu, Rsqrt, Square };
 
 bool isUnary(Arithmetic op) {
   return op != Arithmetic::Add && op != Arithmetic::Sub &&
@@ -33,8 +32,7 @@ bool isUnary(Arithmetic op) {
 // Ops defined here for floating dtypes only: their integer forms promote
 // (rsqrt) or run ATen's integer power loop.
 bool floatingOnly(Arithmetic op) {
-  return op == Arithmetic::Rsqrt || op == Arithmetic::Square ||
-         op == Arithmetic::Power;
+  return op == Arithmetic::Rsqrt || op == Arithmetic::Square;
 }
 
 // The overloads that compute `self op other` (or `op self`), functional,
@@ -56,7 +54,7 @@ std::optional<Arithmetic> arithmeticOf(const c10::OperatorHandle& op) {
   if ((name.name == "aten::pow" &&
        (overload == "Tensor_Scalar" || overload == "Tensor_Scalar_out")) ||
       (name.name == "aten::pow_" && overload == "Scalar")) {
-    return Arithmetic::Power;
+    return Arithmetic::Square;
   }
   if (overload == "Tensor" || overload == "Scalar" || overload == "out" ||
       overload == "Scalar_out") {
@@ -220,22 +218,6 @@ void unaryLoop(const ElementwiseCall& call, F f) {
   });
 }
 
-// rsqrt is 1 divided by a correctly rounded square root, as ATen's scalar
-// and vector loops compute it (a negative input's NaN included); pow(x, 2)
-// is ATen's x * x. sqrt is not here: ATen's gives a negative input a NaN of
-// the other sign than the processor's square root.
-template <typename T>
-void floatingUnary(const ElementwiseCall& call) {
-  switch (call.op) {
-    case Arithmetic::Rsqrt:
-      return unaryLoop<T>(call, [](T x) { return T(1) / std::sqrt(x); });
-    case Arithmetic::Square:
-      return unaryLoop<T>(call, [](T x) { return x * x; });
-    default: break;
-  }
-  TORCH_INTERNAL_ASSERT(false, "native elementwise: not a floating unary op");
-}
-
 // The element operations are lambdas, not function pointers: a pointer
 // called per element was not inlined and the loop not vectorized (~8x
 // slower per replayed 4096-float kernel). Integers wrap on overflow as ATen's
@@ -268,12 +250,19 @@ void run(const ElementwiseCall& call) {
       // ATen's clamp_min(self, 0): NaN and -0.0 pass through.
       return unaryLoop<T>(call, [](T x) { return x < T(0) ? T(0) : x; });
     case Arithmetic::Rsqrt:
-    case Arithmetic::Square:
+      // 1 divided by a correctly rounded square root, as ATen's scalar and
+      // vector loops compute it (a negative input's NaN included). sqrt is
+      // not here: ATen's gives a negative input a NaN of the other sign
+      // than the processor's square root.
       if constexpr (std::is_floating_point_v<T>) {
-        return floatingUnary<T>(call);
+        return unaryLoop<T>(call, [](T x) { return T(1) / std::sqrt(x); });
       }
       break;
-    case Arithmetic::Power: break;  // made Square at launch, or not launched
+    case Arithmetic::Square:
+      if constexpr (std::is_floating_point_v<T>) {
+        return unaryLoop<T>(call, [](T x) { return x * x; });
+      }
+      break;
   }
   TORCH_INTERNAL_ASSERT(false, "native elementwise kernel without a loop");
 }
@@ -334,8 +323,8 @@ bool launchNativeElementwise(const c10::OperatorHandle& op,
       !result.is_non_overlapping_and_dense()) {
     return false;
   }
-  Arithmetic arithmetic = *fact;
-  if (arithmetic == Arithmetic::Power) {
+  const Arithmetic arithmetic = *fact;
+  if (arithmetic == Arithmetic::Square) {
     // Only the exponent ATen turns into a product; the others call pow.
     const c10::IValue* exponent =
         device_args.size() >= 2 ? &device_args[1] : nullptr;
@@ -344,7 +333,6 @@ bool launchNativeElementwise(const c10::OperatorHandle& op,
           (exponent->isDouble() && exponent->toDouble() == 2.0))) {
       return false;
     }
-    arithmetic = Arithmetic::Square;
   }
   ElementwiseCall call{arithmetic, result.scalar_type(), {},
                        {},         result.data_ptr(),    result.numel()};
