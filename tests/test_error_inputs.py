@@ -13,6 +13,10 @@ see on metadata-only tensors (csrc/aten/meta_cache.h), and checks that only
 the CPU kernels make (csrc/aten/cpu_kernel_checks.h).
 """
 
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 from torch.testing._internal.common_methods_invocations import op_db
@@ -78,6 +82,144 @@ def test_a_refused_exponent_raises_at_the_call_after_an_accepted_one():
     result = run_python(script)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["[1, 4, 9, 16]", "True", "True", "True", "[1, 2, 3, 4] [1, 8, 27, 64]"]
+
+
+# Calls whose Scalar arguments the CPU kernel converts to the dtype it
+# computes in (or to float, for Half and BFloat16 kernels that compute in
+# float): a value that does not fit raises at the call, with the CPU's
+# message; one that fits raises nothing. Each (name, call) takes the device
+# and the value.
+_SCALAR_CONVERSION_SCRIPT = """
+    import sys
+    import torch
+
+    def calls(d):
+        ones = lambda dtype, n=3: torch.ones(n, dtype=dtype, device=d)
+        mask = torch.tensor([True, False, True], device=d)
+        index = torch.tensor([0, 2], device=d)
+        matrix = lambda dtype: ones(dtype, 9).view(3, 3)
+        return {
+            "fill_": lambda t, v: ones(t).fill_(v),
+            "fill_ one element": lambda t, v: ones(t, 1).fill_(v),
+            "fill_ empty": lambda t, v: ones(t, 0).fill_(v),
+            "full": lambda t, v: torch.full((3,), v, dtype=t, device=d),
+            "new_full": lambda t, v: ones(t).new_full((2,), v),
+            "masked_fill": lambda t, v: ones(t).masked_fill(mask, v),
+            "where": lambda t, v: torch.where(mask, ones(t), v),
+            "clamp": lambda t, v: torch.clamp(ones(t), min=v),
+            "clamp_ max": lambda t, v: ones(t).clamp_(max=v),
+            "clamp out": lambda t, v: torch.clamp(ones(t), -1, v, out=ones(t)),
+            "clamp_min": lambda t, v: torch.clamp_min(ones(t), v),
+            "add alpha": lambda t, v: torch.add(ones(t), ones(t), alpha=v),
+            "add_ alpha": lambda t, v: ones(t).add_(ones(t), alpha=v),
+            "sub alpha": lambda t, v: torch.sub(ones(t), ones(t), alpha=v),
+            "rsub alpha": lambda t, v: torch.rsub(ones(t), ones(t), alpha=v),
+            "index_add alpha": lambda t, v: ones(t).index_add(0, index, ones(t, 2), alpha=v),
+            "addcmul": lambda t, v: torch.addcmul(ones(t), ones(t), ones(t), value=v),
+            "addcdiv": lambda t, v: torch.addcdiv(ones(t), ones(t), ones(t), value=v),
+            "threshold": lambda t, v: torch.threshold(ones(t), v, 0),
+            "threshold value": lambda t, v: torch.threshold(ones(t), 0, v),
+            "hardtanh": lambda t, v: torch.nn.functional.hardtanh(ones(t), -1, v),
+            "leaky_relu": lambda t, v: torch.nn.functional.leaky_relu(ones(t), v),
+            "elu": lambda t, v: torch.nn.functional.elu(ones(t), v),
+            "softplus": lambda t, v: torch.nn.functional.softplus(ones(t), v),
+            "hardshrink": lambda t, v: torch.nn.functional.hardshrink(ones(t), v),
+            "lerp": lambda t, v: torch.lerp(ones(t), ones(t), v),
+            "scatter": lambda t, v: ones(t).scatter(0, index, v),
+            "addmm": lambda t, v: torch.addmm(matrix(t), matrix(t), matrix(t), alpha=v),
+            "baddbmm": lambda t, v: torch.baddbmm(matrix(t)[None], matrix(t)[None], matrix(t)[None], beta=v),
+            "addmv": lambda t, v: torch.addmv(ones(t), matrix(t), ones(t), alpha=v),
+            "addr": lambda t, v: torch.addr(matrix(t), ones(t), ones(t), beta=v),
+            "pow": lambda t, v: torch.pow(ones(t), v),
+            "linspace": lambda t, v: torch.linspace(0, v, 3, dtype=t, device=d),
+            "rrelu": lambda t, v: torch.nn.functional.rrelu(ones(t), 0.1, v),
+            "leaky_relu_backward": lambda t, v: torch.ops.aten.leaky_relu_backward(ones(t), ones(t), v, False),
+            "elu_backward": lambda t, v: torch.ops.aten.elu_backward(ones(t), v, 1.0, 1.0, False, ones(t)),
+            "hardtanh_backward": lambda t, v: torch.ops.aten.hardtanh_backward(ones(t), ones(t), -1, v),
+        }
+
+    values = [
+        (torch.int8, 1000), (torch.int8, 100), (torch.uint8, 300), (torch.uint8, -1),
+        (torch.int32, 2**40), (torch.bool, 2), (torch.float32, 1e300), (torch.float32, 1e30),
+        (torch.float64, 1e300), (torch.float16, 1e6), (torch.float16, 1e4), (torch.bfloat16, 1e300),
+        (torch.complex64, 1e300), (torch.float32, 1j),
+    ]
+    device = sys.argv[1]
+    for name, call in calls(device).items():
+        for dtype, value in values:
+            outcome = "ok"
+            try:
+                call(dtype, value)
+            except Exception as error:
+                outcome = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+            if device != "cpu":
+                try:
+                    torch.accelerator.synchronize()
+                except Exception as error:
+                    outcome = f"late {outcome} {str(error).splitlines()[0]}"
+            print(f"{name} {dtype} {value}: {outcome}")
+"""
+
+
+def test_scalar_arguments_that_do_not_fit_raise_at_the_call_as_on_the_cpu(tmp_path):
+    script = tmp_path / "conversions.py"
+    script.write_text(textwrap.dedent(_SCALAR_CONVERSION_SCRIPT))
+    outcomes = {}
+    for device in ("cpu", "mydev"):
+        result = subprocess.run([sys.executable, str(script), device], capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        outcomes[device] = result.stdout.splitlines()
+    cpu, mydev = outcomes["cpu"], outcomes["mydev"]
+    assert len(cpu) == len(mydev) > 400
+    converted = [line for line in cpu if "cannot be converted" in line]
+    assert len(converted) > 150  # the script reaches the conversions
+    assert [line for line in cpu if line.endswith(": ok")]  # and calls that fit
+    # A dtype the CPU kernel doesn't compute in is refused by the kernel on
+    # the stream, later (docs/user_guide.md, "Errors").
+    differences = [(c, m) for c, m in zip(cpu, mydev) if c != m and ": NotImplementedError:" not in c]
+    assert differences == [], "\n".join(f"cpu:   {c}\nmydev: {m}" for c, m in differences)
+
+
+def test_a_refused_scalar_value_raises_at_the_call_after_an_accepted_one():
+    # The accepted call puts its Meta result in the cache; the refused one
+    # differs only in a Scalar's value, which the Meta kernel checks (its
+    # sign, infinity, or the dtypes it fits): raised at the call, not by the
+    # kernel at the next synchronize.
+    script = """
+        import torch
+        aten = torch.ops.aten
+        x = torch.randn(4, 3, device="mydev")
+        g = torch.randn(4, 3, device="mydev")
+        empty = torch.empty(0, device="mydev")
+        calls = {
+            "elu_backward": lambda a: aten.elu_backward(g, a, 1.0, 1.0, True, x),
+            "leaky_relu_backward": lambda a: aten.leaky_relu_backward(g, x, a, True),
+            "softshrink": lambda a: torch.nn.functional.softshrink(x.half(), a),
+            "renorm": lambda a: torch.renorm(x, a, 0, 1.0),
+            "vector_norm": lambda a: torch.linalg.vector_norm(empty, ord=a),
+            "histc": lambda a: torch.histc(x, 4, a, 1.0),
+        }
+        accepted = {"elu_backward": 1.0, "leaky_relu_backward": 0.1, "softshrink": 0.5, "renorm": 2.0,
+                    "vector_norm": 2.0, "histc": 0.0}
+        refused = {"elu_backward": -1.0, "leaky_relu_backward": -0.1, "softshrink": 1e5, "renorm": -1.0,
+                   "vector_norm": float("-inf"), "histc": 2.0}
+        for name, call in calls.items():
+            call(accepted[name])
+            torch.mydev.synchronize()
+            try:
+                call(refused[name])
+                print(name, "no error at the call")
+            except RuntimeError:
+                print(name, "raised at the call")
+            torch.mydev.synchronize()
+        print((x * 2).sum().item() == (x.cpu() * 2).sum().item())
+    """
+    result = run_python(script)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "True"
+    assert [line for line in lines[:-1] if not line.endswith("raised at the call")] == []
+    assert len(lines) == 7
 
 
 def test_overlapping_out_arguments_raise_at_the_call_in_a_plain_script():

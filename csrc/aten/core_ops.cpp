@@ -14,6 +14,7 @@
 #include "../core/device.h"
 #include "host_view.h"
 #include "kernel_launch.h"
+#include "scalar_conversion_checks.h"
 
 namespace mydev {
 namespace {
@@ -152,6 +153,9 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  // At the call, as cuda's fill_ converts the value, not later on the
+  // stream; an empty tensor too, as the CPU's.
+  checkFillValueFits(self, value);
   if (self.numel() == 0) {
     return self;
   }

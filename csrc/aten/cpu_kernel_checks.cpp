@@ -1,6 +1,5 @@
 #include "cpu_kernel_checks.h"
 
-#include <ATen/Dispatch_v2.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Gelu.h>
@@ -112,50 +111,6 @@ void checkKthvalue(c10::ArrayRef<c10::IValue> args) {
   }
 }
 
-// The fill value as the CPU kernel converts it to the tensor's dtype,
-// raising if it does not fit (a complex value into a real tensor, 1e300
-// into float32).
-void checkFillValueFits(at::ScalarType type, const c10::Scalar& value) {
-  switch (type) {
-    case at::kByte:
-    case at::kChar:
-    case at::kShort:
-    case at::kInt:
-    case at::kLong:
-    case at::kFloat:
-    case at::kDouble:
-    case at::kBool:
-    case at::kHalf:
-    case at::kBFloat16:
-    case at::kComplexHalf:
-    case at::kComplexFloat:
-    case at::kComplexDouble: break;
-    default: return;  // dtypes beyond these convert in their own kernels
-  }
-  AT_DISPATCH_V2(type, "masked_fill",
-                 AT_WRAP([&] { (void)value.to<scalar_t>(); }),
-                 AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kBool, at::kHalf,
-                 at::kBFloat16, at::kComplexHalf);
-}
-
-// masked_fill(self, mask, value) in every form. A value given as a device
-// tensor is not read here: cuda's kernel reads it with a synchronize, and
-// the device path keeps the call asynchronous instead.
-void checkMaskedFill(c10::ArrayRef<c10::IValue> args) {
-  const Tensor& self = args[0].toTensor();
-  if (args[1].toTensor().scalar_type() != at::kBool) {
-    return;
-  }
-  if (args[2].isScalar()) {
-    checkFillValueFits(self.scalar_type(), args[2].toScalar());
-    return;
-  }
-  const Tensor& value = args[2].toTensor();
-  if (value.dim() == 0 && value.device().is_cpu()) {
-    checkFillValueFits(self.scalar_type(), value.item());
-  }
-}
-
 // masked_scatter(self, mask, source) and its in-place form.
 void checkMaskedScatter(c10::ArrayRef<c10::IValue> args) {
   const Tensor& self = args[0].toTensor();
@@ -219,9 +174,6 @@ CpuKernelCheck cpuKernelCheckFor(const c10::OperatorName& op) {
   }
   if (name == "aten::kthvalue" && (overload.empty() || overload == "values")) {
     return &checkKthvalue;
-  }
-  if (name == "aten::masked_fill" || name == "aten::masked_fill_") {
-    return &checkMaskedFill;
   }
   if (name == "aten::masked_scatter" || name == "aten::masked_scatter_") {
     return &checkMaskedScatter;

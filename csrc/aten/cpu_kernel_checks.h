@@ -12,7 +12,8 @@
 //
 // Overlaps between a written argument and the others are found, for most
 // ops, by their Meta kernels (see checkOverlapsOfWrittenArguments); the
-// ones here are checked by the CPU kernel itself, not its Meta kernel.
+// ones here are checked by the CPU kernel itself, not its Meta kernel. The
+// conversions of Scalar arguments are in scalar_conversion_checks.h.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>

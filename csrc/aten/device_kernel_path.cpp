@@ -34,6 +34,7 @@
 #include "meta_cache.h"
 #include "native_elementwise.h"
 #include "op_schema.h"
+#include "scalar_conversion_checks.h"
 
 namespace mydev {
 namespace {
@@ -87,6 +88,11 @@ struct OperatorTraits {
   // What the CPU kernel checks before computing that the Meta kernel
   // does not (cpu_kernel_checks.h); usually none.
   CpuKernelCheck cpu_kernel_check;
+  // The CPU kernel's conversions of Scalar arguments
+  // (scalar_conversion_checks.h). Only for a launch on the stream: a
+  // synchronous run converts them itself, after the checks that come
+  // first.
+  CpuKernelCheck scalar_conversion_check;
 };
 
 OperatorTraits traitsOf(const c10::OperatorHandle& op) {
@@ -99,7 +105,8 @@ OperatorTraits traitsOf(const c10::OperatorHandle& op) {
           acceptsHostIndices(op.operator_name()),
           hostScalarsArgument(op),
           out_variant,
-          cpuKernelCheckFor(op.operator_name())};
+          cpuKernelCheckFor(op.operator_name()),
+          scalarConversionCheckFor(op.operator_name())};
 }
 
 // The mydev device of the call: its mydev tensors' device or, for factory
@@ -435,6 +442,10 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
     return;
   }
   check_as_the_cpu_kernel();
+  if (traits.scalar_conversion_check != nullptr) {
+    traits.scalar_conversion_check(
+        c10::ArrayRef<c10::IValue>(stack->data() + first_arg, n_args));
+  }
 
   // The arguments stay on the stack (not copied) until the launch.
   const c10::ArrayRef<c10::IValue> device_args(stack->data() + first_arg,

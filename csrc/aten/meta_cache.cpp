@@ -4,8 +4,12 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DefaultDtype.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -76,9 +80,9 @@ void appendTensor(Key& key, const at::Tensor& t) {
 
 // Scalar (and Scalar[]) arguments shape outputs through their kind only
 // (type promotion: bool < int < float < complex), except where they are the
-// bounds of a range or a value the Meta kernel refuses (scalarValuesMatter).
-// Keying on values would miss the cache whenever a value changes, e.g. an
-// optimizer's bias corrections every step.
+// bounds of a range (scalarValuesMatter). Keying on values would miss the
+// cache whenever a value changes, e.g. an optimizer's bias corrections
+// every step; the key holds each value's class instead (scalarClass).
 bool isScalarArgument(const c10::Argument& argument) {
   c10::TypePtr type = argument.real_type();
   if (type->kind() == c10::TypeKind::OptionalType) {
@@ -90,13 +94,11 @@ bool isScalarArgument(const c10::Argument& argument) {
   return type->kind() == c10::TypeKind::NumberType;
 }
 
-// A range's bounds shape its output; pow's Meta kernel refuses an integer
-// tensor to a negative integer power, which a cache hit keyed on the
-// exponent's kind would let through to the kernel (raised at the next
-// synchronization instead of at the call).
+// A range's bounds shape its output, and histc's Meta kernel compares its
+// two bounds with each other.
 bool scalarValuesMatter(const c10::OperatorName& name) {
   return name.name == "aten::arange" || name.name == "aten::range" ||
-         name.name == "aten::pow" || name.name == "aten::pow_";
+         name.name == "aten::histc";
 }
 
 int64_t scalarKind(const c10::IValue& value) {
@@ -107,10 +109,49 @@ int64_t scalarKind(const c10::IValue& value) {
   return kOpaque;
 }
 
+// What Meta kernels check of a Scalar's value beyond its kind: its sign
+// (elu_backward and leaky_relu_backward refuse a negative slope on a
+// result, softshrink a negative lambda, renorm a norm that isn't positive,
+// pow an integer tensor to a negative integer power), NaN and infinity
+// (vector_norm's -inf on an empty tensor), and the floating dtypes it fits
+// (softshrink's lambda must fit the input's). Values of one class pass or
+// fail those checks together; a cache hit keyed on the kind alone let a
+// refused value through to the kernel, raised at the next synchronize
+// instead of at the call.
+int64_t scalarClass(const c10::IValue& value) {
+  if (value.isBool()) {
+    return value.toBool() ? 1 : 0;
+  }
+  if (!value.isInt() && !value.isDouble()) {
+    return 0;  // a complex value: Meta kernels check its kind only
+  }
+  const double v =
+      value.isInt() ? static_cast<double>(value.toInt()) : value.toDouble();
+  if (std::isnan(v)) {
+    return -1;
+  }
+  // The narrowest of Half, BFloat16 and float that the magnitude fits (3:
+  // none of them; 4: infinite).
+  const double limits[] = {
+      static_cast<double>(std::numeric_limits<c10::Half>::max()),
+      static_cast<double>(std::numeric_limits<c10::BFloat16>::max()),
+      static_cast<double>(std::numeric_limits<float>::max())};
+  const double magnitude = std::abs(v);
+  int64_t fits = 0;
+  while (fits < 3 && magnitude > limits[fits]) {
+    ++fits;
+  }
+  if (std::isinf(v)) {
+    fits = 4;
+  }
+  const int64_t sign = v < 0 ? 0 : (v == 0 ? 1 : 2);
+  return 2 + sign * 8 + fits;
+}
+
 // How an argument's value enters the key.
 enum class KeyedAs : uint8_t {
   kPresence,    // a device or generator: replaced for the Meta kernel
-  kScalarKind,  // a scalar that shapes outputs through its kind only
+  kScalarKind,  // a scalar: its kind and class (scalarClass)
   kValue,
 };
 
@@ -154,7 +195,12 @@ bool appendValue(Key& key, KeyedAs how, const c10::IValue& value) {
     return true;
   }
   if (how == KeyedAs::kScalarKind && !value.isList()) {
-    key.push_back(value.isNone() ? kNone : scalarKind(value));
+    if (value.isNone()) {
+      key.push_back(kNone);
+    } else {
+      key.push_back(scalarKind(value));
+      key.push_back(scalarClass(value));
+    }
     return true;
   }
   if (value.isNone()) {
