@@ -222,6 +222,41 @@ def test_a_refused_scalar_value_raises_at_the_call_after_an_accepted_one():
     assert len(lines) == 7
 
 
+def test_index_put_values_of_another_dtype_raise_at_the_call_as_on_the_cpu():
+    # Values of another dtype are refused at the call, except through a
+    # mask with one value, which the CPU writes with masked_fill.
+    script = """
+        import torch
+
+        for device in ("cpu", "mydev"):
+            x = torch.zeros(4, dtype=torch.int8, device=device)
+            rows = torch.tensor([0, 2], device=device)
+            mask = torch.tensor([True, False, True, False], device=device)
+            calls = {
+                "indices": lambda: x.index_put_((rows,), torch.tensor([5, 6], device=device)),
+                "accumulate": lambda: x.index_put_((rows,), torch.tensor(5.0, device=device), accumulate=True),
+                "functional": lambda: torch.index_put(x, (rows,), torch.tensor([5, 6], device=device)),
+                "mask, one value": lambda: x.index_put_((mask,), torch.tensor(7, device=device)),
+            }
+            for name, call in calls.items():
+                try:
+                    call()
+                    outcome = "ok"
+                except RuntimeError as error:
+                    outcome = str(error)
+                torch.accelerator.synchronize()
+                print(device, name, outcome, x.tolist())
+    """
+    result = run_python(script)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 8
+    cpu, mydev = lines[:4], lines[4:]
+    assert [line.replace("cpu ", "", 1) for line in cpu] == [line.replace("mydev ", "", 1) for line in mydev]
+    assert "Index put requires the source and destination dtypes match" in cpu[0]
+    assert cpu[-1].endswith("ok [7, 0, 7, 0]")
+
+
 def test_overlapping_out_arguments_raise_at_the_call_in_a_plain_script():
     # Each call writes into memory it also reads, which the CPU refuses; the
     # device must refuse it at the call, write nothing, and stay usable.

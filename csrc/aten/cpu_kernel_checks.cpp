@@ -7,6 +7,8 @@
 
 #include <string_view>
 
+#include "scalar_conversion_checks.h"
+
 namespace mydev {
 namespace {
 
@@ -111,6 +113,32 @@ void checkKthvalue(c10::ArrayRef<c10::IValue> args) {
   }
 }
 
+// index_put(self, indices, values, accumulate) in every form: values of
+// self's dtype (checked after the indices and shapes, by the Meta kernel).
+// Not where the CPU writes a one-element value through a mask with
+// masked_fill instead, which converts it.
+void checkIndexPutValues(c10::ArrayRef<c10::IValue> args) {
+  const Tensor& self = args[0].toTensor();
+  const Tensor& values = args[2].toTensor();
+  if (values.scalar_type() == self.scalar_type()) {
+    return;
+  }
+  if (!args[3].toBool() && values.numel() == 1) {
+    for (const std::optional<Tensor>& index : args[1].toOptionalTensorList()) {
+      if (index.has_value() && index->defined() &&
+          (index->scalar_type() == at::kBool ||
+           index->scalar_type() == at::kByte)) {
+        return;  // maybe masked_fill's route: left to the kernel
+      }
+    }
+  }
+  TORCH_CHECK(false,
+              "Index put requires the source and destination dtypes match, "
+              "got ",
+              self.scalar_type(), " for the destination and ",
+              values.scalar_type(), " for the source.");
+}
+
 // masked_scatter(self, mask, source) and its in-place form.
 void checkMaskedScatter(c10::ArrayRef<c10::IValue> args) {
   const Tensor& self = args[0].toTensor();
@@ -188,6 +216,15 @@ CpuKernelCheck cpuKernelCheckFor(const c10::OperatorName& op) {
     return &checkMultinomial;
   }
   return nullptr;
+}
+
+CpuKernelCheck cpuKernelCheckAfterMetaFor(const c10::OperatorName& op) {
+  const std::string_view name = op.name;
+  if (name == "aten::index_put" || name == "aten::index_put_" ||
+      name == "aten::_index_put_impl_") {
+    return &checkIndexPutValues;
+  }
+  return scalarConversionCheckFor(op);
 }
 
 }  // namespace mydev

@@ -34,7 +34,6 @@
 #include "meta_cache.h"
 #include "native_elementwise.h"
 #include "op_schema.h"
-#include "scalar_conversion_checks.h"
 
 namespace mydev {
 namespace {
@@ -88,11 +87,9 @@ struct OperatorTraits {
   // What the CPU kernel checks before computing that the Meta kernel
   // does not (cpu_kernel_checks.h); usually none.
   CpuKernelCheck cpu_kernel_check;
-  // The CPU kernel's conversions of Scalar arguments
-  // (scalar_conversion_checks.h). Only for a launch on the stream: a
-  // synchronous run converts them itself, after the checks that come
-  // first.
-  CpuKernelCheck scalar_conversion_check;
+  // What it checks after the Meta kernel's checks: for a launch on the
+  // stream only (cpuKernelCheckAfterMetaFor).
+  CpuKernelCheck cpu_kernel_check_after_meta;
 };
 
 OperatorTraits traitsOf(const c10::OperatorHandle& op) {
@@ -106,7 +103,7 @@ OperatorTraits traitsOf(const c10::OperatorHandle& op) {
           hostScalarsArgument(op),
           out_variant,
           cpuKernelCheckFor(op.operator_name()),
-          scalarConversionCheckFor(op.operator_name())};
+          cpuKernelCheckAfterMetaFor(op.operator_name())};
 }
 
 // The mydev device of the call: its mydev tensors' device or, for factory
@@ -442,8 +439,8 @@ void runOnDevice(const c10::OperatorHandle& op, c10::DispatchKeySet,
     return;
   }
   check_as_the_cpu_kernel();
-  if (traits.scalar_conversion_check != nullptr) {
-    traits.scalar_conversion_check(
+  if (traits.cpu_kernel_check_after_meta != nullptr) {
+    traits.cpu_kernel_check_after_meta(
         c10::ArrayRef<c10::IValue>(stack->data() + first_arg, n_args));
   }
 

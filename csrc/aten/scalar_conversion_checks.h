@@ -23,9 +23,9 @@
 namespace mydev {
 
 // The check for `op`'s Scalar arguments, or nullptr where its CPU kernel
-// converts none that could fail. For a call that the Meta kernel accepted:
-// each check fires only where the CPU kernel's checks before the
-// conversion pass.
+// converts none that could fail. For a call that the Meta kernel accepted
+// (cpuKernelCheckAfterMetaFor): each check fires only where the CPU
+// kernel's checks before the conversion pass.
 CpuKernelCheck scalarConversionCheckFor(const c10::OperatorName& op);
 
 // `value` as a kernel computing in `type` converts it, raising as the CPU
