@@ -30,8 +30,8 @@ see the same machine load; each figure is the median, and the import's ratio
 is the median of the repetitions' ratios, with their quartiles
 (``harness.pairing_of``). Nothing here asserts on time.
 
-    python benchmarks/first_op.py            # quick: 5 repetitions, ~1 minute
-    python benchmarks/first_op.py --full     # 15 repetitions
+    python benchmarks/first_op.py            # quick: 5 repetitions (15 of the import), ~2 minutes
+    python benchmarks/first_op.py --full     # 15 repetitions (45 of the import)
     python benchmarks/first_op.py --json out.json
 """
 
@@ -73,6 +73,20 @@ sync()
 done = time.perf_counter()
 print(json.dumps({"import_s": imported - start, "first_op_s": done - start_op}))
 """
+
+# Prints {"import_s": ...} for DEVICE: the import's extra pairs.
+IMPORT_ONLY = """
+import json, time
+start = time.perf_counter()
+import torch
+print(json.dumps({"import_s": time.perf_counter() - start}))
+"""
+
+# One import moves by a third from one interpreter to the next on a 2-core
+# host, so a handful of pairs can't tell a 10% difference from that spread:
+# the import, cheap next to the other scripts, gets this many pairs for each
+# repetition of theirs.
+IMPORT_PAIRS_PER_REPETITION = 3
 
 # Prints {"first_linear_s": ...} for DEVICE.
 FIRST_LINEAR = """
@@ -285,6 +299,12 @@ def measure(reps: int) -> List[Row]:
                 figures.update(fresh_process(script, device))
             for key, seconds in figures.items():
                 samples.setdefault(key, {}).setdefault(device, []).append(seconds * 1e3)
+    extra_imports = reps * (IMPORT_PAIRS_PER_REPETITION - 1)
+    progress(f"{extra_imports} more import pairs")
+    for pair in range(extra_imports):
+        for device in ("mydev", "cpu") if pair % 2 == 0 else ("cpu", "mydev"):
+            seconds = fresh_process(IMPORT_ONLY, device)["import_s"]
+            samples["import_s"][device].append(seconds * 1e3)
 
     def median(key: str, device: str) -> float:
         return statistics.median(samples[key][device])
