@@ -30,8 +30,8 @@ see the same machine load; each figure is the median, and the import's ratio
 is the median of the repetitions' ratios, with their quartiles
 (``harness.pairing_of``). Nothing here asserts on time.
 
-    python benchmarks/first_op.py            # quick: 5 repetitions (15 of the import), ~2 minutes
-    python benchmarks/first_op.py --full     # 15 repetitions (45 of the import)
+    python benchmarks/first_op.py            # quick: 5 repetitions (15 of the import), ~4 minutes
+    python benchmarks/first_op.py --full     # 15 repetitions (45 of the import), ~11 minutes
     python benchmarks/first_op.py --json out.json
 """
 
