@@ -44,7 +44,7 @@ def register() -> None:
         from .device_op_overrides import MydevDeviceOpOverrides
         from .kernel_languages import MydevCodegens
         from .python_wrapper import MydevPythonWrapperCodegen
-        from .scheduling import MydevScheduling
+        from .scheduling import MydevScheduling, outer_reduction_tiling
 
         register_device_interface()
         common.register_backend_for_device(
@@ -60,7 +60,10 @@ def register() -> None:
         inductor.set_device_codegens(MydevCodegens(MydevPythonWrapperCodegen, MydevCppWrapperCodegen, WrapperFxCodegen))
         common.register_device_op_overrides(DEVICE, MydevDeviceOpOverrides())
         register_benchmarker()
-        inductor.apply(kernel_language=lambda: config.kernel_language)
+        inductor.apply(
+            kernel_language=lambda: config.kernel_language,
+            outer_reduction_tiling=outer_reduction_tiling,
+        )
         autotuning.apply(
             kernel_language=lambda: config.kernel_language,
             benchmark_request=mydev_benchmark_request,

@@ -1,6 +1,7 @@
 """Inductor (torch._inductor), torch 2.13: where it assumes that only "cpu"
 runs C++ kernels (the scheduler's reindexing, the lowering of small
-variances and of concatenation), that only GPU_TYPES have device guards,
+variances and of concatenation), where the C++ generator's tiling choice has
+no hook for a device's own rule, that only GPU_TYPES have device guards,
 that a device has one kernel language, that Triton kernels never need their
 Python function again, and where mydev's entries go into tables that have no registration
 API. See the table in ``device_ext/torch_patches/__init__.py``;
@@ -16,7 +17,7 @@ import importlib
 from typing import Any, Callable, Optional
 
 from torch._inductor import config, ir, lowering, scheduler
-from torch._inductor.codegen import common, cpp_utils
+from torch._inductor.codegen import common, cpp, cpp_utils
 from torch._inductor.runtime import triton_heuristics
 
 from ..device_name import DEVICE_NAME
@@ -101,6 +102,30 @@ def _concatenate_as_on_cpu(
     return lower
 
 
+def _tile_outer_reductions_for_mydev(
+    select_tiling: Callable[..., Any],
+    kernel_language: Callable[[], str],
+    outer_reduction_tiling: Callable[..., Any],
+) -> Callable[..., Any]:
+    # CppKernelProxy.codegen_functions makes its own TilingSelect() and
+    # takes its choice of vector tile as is: no scheduling or proxy class
+    # can change it. mydev's rule (inductor_backend.scheduling.
+    # outer_reduction_tiling) widens the tile of an outer reduction: a bias
+    # gradient's column sum over [8192, 256] took 3x ATen's eager sum with
+    # Inductor's one-vector tile. The scheduler sets the graph's current
+    # device before it generates each node's kernel.
+    def select(self: Any, fn_list: Any, var_sizes_list: Any) -> Any:
+        from torch._inductor.virtualized import V
+
+        chosen = select_tiling(self, fn_list, var_sizes_list)
+        if not _runs_cpp_kernels(V.graph.current_device, kernel_language):
+            return chosen
+        return outer_reduction_tiling(fn_list, var_sizes_list, *chosen)
+
+    select.__wrapped__ = select_tiling  # type: ignore[attr-defined]
+    return select
+
+
 def _guard_mydev_devices(
     device_need_guard: Callable[[str], bool],
 ) -> Callable[[str], bool]:
@@ -173,9 +198,11 @@ def set_device_codegens(codegens: common.DeviceCodegen) -> None:
     common.device_codegens[DEVICE_NAME] = codegens
 
 
-def apply(kernel_language: Callable[[], str]) -> None:
+def apply(kernel_language: Callable[[], str], outer_reduction_tiling: Callable[..., Any]) -> None:
     """Installs every adjustment (idempotent). ``kernel_language()``: the
-    language mydev kernels are generated in for the current compile."""
+    language mydev kernels are generated in for the current compile;
+    ``outer_reduction_tiling``: mydev's change to a C++ loop nest's tiling
+    (inductor_backend.scheduling)."""
     if not _applied(scheduler.BaseSchedulerNode.is_cpu):
         scheduler.BaseSchedulerNode.is_cpu = _treat_mydev_as_cpp_codegen(
             scheduler.BaseSchedulerNode.is_cpu, kernel_language
@@ -184,6 +211,10 @@ def apply(kernel_language: Callable[[], str]) -> None:
         lowering.use_two_step_variance = _two_step_variance_as_for_cpu(lowering.use_two_step_variance, kernel_language)
     if not _applied(lowering.pointwise_cat):
         lowering.pointwise_cat = _concatenate_as_on_cpu(lowering.pointwise_cat, kernel_language)
+    if not _applied(cpp.TilingSelect.select_tiling):
+        cpp.TilingSelect.select_tiling = _tile_outer_reductions_for_mydev(
+            cpp.TilingSelect.select_tiling, kernel_language, outer_reduction_tiling
+        )
     if not _applied(scheduler.device_need_guard):
         scheduler.device_need_guard = _guard_mydev_devices(scheduler.device_need_guard)
     if not _applied(triton_heuristics.CachingAutotuner._make_launchers):
