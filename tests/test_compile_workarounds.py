@@ -206,6 +206,35 @@ def test_cat_copies_into_slices_as_on_the_cpu():
     assert "[&]" in seen["original"]["code"]
 
 
+# The start of a plain script (it imports only torch): one training step of
+# a model compiled on mydev against the same model eagerly on the CPU.
+COMPILED_GRADIENTS_SCRIPT = """
+import torch
+from torch._inductor.utils import run_and_get_code
+
+def gradients(model, x):
+    model.zero_grad()
+    model(x).square().mean().backward()
+    return [p.grad for p in model.parameters()]
+
+def compiled_backward(build, input_shape):
+    '''build() on the CPU and on mydev with the same weights, and a batch of
+    input_shape made on mydev: checks that every gradient of the compiled
+    mydev model matches the CPU's; returns the code of its backward.'''
+    torch.manual_seed(0)
+    cpu_model = build()
+    model = build().to("mydev")
+    model.load_state_dict(cpu_model.state_dict())
+    x = torch.randn(*input_shape, device="mydev")
+    expected = gradients(cpu_model, x.cpu())
+    result, codes = run_and_get_code(gradients, torch.compile(model), x)
+    for got, want in zip(result, expected):
+        assert got.device.type == "mydev"
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)
+    return codes[-1]
+"""
+
+
 def test_an_attention_blocks_qkv_gradient_is_copied_into_slices_in_a_plain_script():
     """The case the cat patch was made for, as a user meets it: the backward
     of a qkv projection split into heads concatenates the three head
@@ -213,10 +242,10 @@ def test_an_attention_blocks_qkv_gradient_is_copied_into_slices_in_a_plain_scrip
     slices (no masked loads in the backward's code) and the gradients equal
     the CPU's."""
     completed = run_python(
-        """
-        import torch
+        COMPILED_GRADIENTS_SCRIPT
+        + textwrap.dedent(
+            """
         import torch.nn.functional as F
-        from torch._inductor.utils import run_and_get_code
 
         class SelfAttention(torch.nn.Module):
             def __init__(self, width=32, heads=4):
@@ -234,25 +263,11 @@ def test_an_attention_blocks_qkv_gradient_is_copied_into_slices_in_a_plain_scrip
                 y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
                 return self.out(y.transpose(1, 2).reshape(batch, length, width))
 
-        def gradients(model, x):
-            model.zero_grad()
-            model(x).square().mean().backward()
-            return [p.grad for p in model.parameters()]
-
-        torch.manual_seed(0)
-        cpu_model = SelfAttention()
-        model = SelfAttention().to("mydev")
-        model.load_state_dict(cpu_model.state_dict())
-        x = torch.randn(2, 16, 32, device="mydev")
-        expected = gradients(cpu_model, x.cpu())
-        result, codes = run_and_get_code(gradients, torch.compile(model), x)
-        for got, want in zip(result, expected):
-            assert got.device.type == "mydev"
-            torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)
-        backward = codes[-1]
+        backward = compiled_backward(SelfAttention, (2, 16, 32))
         assert "cat" in backward and "[&]" not in backward, backward
         print("copied into slices, same as the CPU")
         """
+        )
     )
     assert completed.returncode == 0, completed.stderr
     assert "copied into slices, same as the CPU" in completed.stdout
@@ -582,34 +597,19 @@ def test_bias_and_norm_weight_gradients_take_wide_tiles_in_a_plain_script():
     compiled backward computes them with wide tiles, and every gradient
     matches the CPU's."""
     completed = run_python(
-        """
-        import torch
-        from torch._inductor.utils import run_and_get_code
-
-        def gradients(model, x):
-            model.zero_grad()
-            model(x).square().mean().backward()
-            return [p.grad for p in model.parameters()]
-
+        COMPILED_GRADIENTS_SCRIPT
+        + textwrap.dedent(
+            """
         def block():
             return torch.nn.Sequential(
                 torch.nn.Linear(32, 64), torch.nn.LayerNorm(64), torch.nn.GELU(), torch.nn.Linear(64, 32)
             )
 
-        torch.manual_seed(0)
-        cpu_model = block()
-        model = block().to("mydev")
-        model.load_state_dict(cpu_model.state_dict())
-        x = torch.randn(512, 32, device="mydev")
-        expected = gradients(cpu_model, x.cpu())
-        result, codes = run_and_get_code(gradients, torch.compile(model), x)
-        for got, want in zip(result, expected):
-            assert got.device.type == "mydev"
-            torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)
-        backward = codes[-1]
+        backward = compiled_backward(block, (512, 32))
         assert "VectorizedN<float,4>" in backward, backward
         print("wide tiles, same gradients as the CPU")
-        """,
+        """
+        ),
         env=SUBPROCESS_ENV,
     )
     assert completed.returncode == 0, completed.stderr
