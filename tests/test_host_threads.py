@@ -18,7 +18,7 @@ free (MYDEV_DYNAMIC_THREADS, on by default, off in the suite: conftest.py).
 The tests of the release run with it off, so that a host loaded by other
 tests keeps their team of two; the tests of the shrinking turn it on."""
 
-from typing import Dict
+from typing import Dict, Tuple
 
 from mydev_testing import run_python
 
@@ -188,7 +188,7 @@ torch.testing.assert_close(x.cpu(), torch.full((1,), 201.0))
 # by the first park) woke at each one and spun through the next burst. On a
 # VM whose cores wake cold, the first run of a kernel's code after a pause
 # took 50-120 us and looked parallel: the executor parks only a team with a
-# thread running (team_threads_running), which these bursts never start.
+# thread running (team_threads in host_threads.h), which these bursts never start.
 _SMALL_KERNEL_BURSTS_SCRIPT = (
     _PRELUDE
     + """
@@ -211,6 +211,71 @@ print("bursts 40 team wakeups", team_wakeups() - before)
 torch.testing.assert_close(y.cpu(), torch.full((1,), 5.0))
 """
 )
+
+# An executor that slept wakes its team onto the other cores (TeamPlacement
+# in host_threads.h): woken beside it, a team thread waited for the
+# executor's core while the host's idled, and a matmul after a 10 ms pause
+# took 10-20 ms one time in ten on 2 cores. The team keeps the other cores
+# while the kernels it woke for run, and gets every core back once they are
+# done: no thread stays pinned. The script prints how many rounds found the
+# team steered, and the threads left with fewer CPUs than the process.
+_PLACEMENT_SCRIPT = (
+    _PRELUDE
+    + """
+cpus = os.sched_getaffinity(0)
+
+def team_cpu_counts():
+    team = sorted(tasks_named("mydev0-s"), key=int)[1:]
+    return [len(os.sched_getaffinity(int(task))) for task in team]
+
+a = torch.randn(384, 384, device="mydev")
+product = a @ a  # ATen's matmul parallelises over the team
+torch.mydev.synchronize()
+steered = 0
+for round in range(5):
+    time.sleep(0.01)  # the executor asleep past its park, short of the release
+    product = a @ a  # wakes the team
+    done = torch.mydev.Event()
+    done.record()
+    torch.mydev._sleep(100)  # the kernels it woke for are not all done
+    done.synchronize()
+    counts = team_cpu_counts()
+    steered += bool(counts) and all(count == len(cpus) - 1 for count in counts)
+    torch.mydev.synchronize()
+time.sleep(0.01)  # the executor, idle, past giving the CPUs back
+pinned = sum(len(os.sched_getaffinity(int(task))) != len(cpus) for task in os.listdir("/proc/self/task"))
+print("steered", steered, "pinned", pinned, "cpus", len(cpus))
+torch.testing.assert_close(product.cpu(), a.cpu() @ a.cpu(), rtol=1e-4, atol=1e-4)
+"""
+)
+
+
+def placement(env: Dict[str, str], pin_to_one_cpu: bool) -> Tuple[int, int, int]:
+    """(rounds steered of 5, threads left pinned, the process's CPUs) from
+    _PLACEMENT_SCRIPT, run with its process on every CPU or on one."""
+    script = _PLACEMENT_SCRIPT
+    if pin_to_one_cpu:
+        # As `taskset` would, before torch starts a thread.
+        script = "import os\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n" + script
+    result = run_python(script, env, timeout=180)
+    assert result.returncode == 0, result.stderr
+    _, steered, _, pinned, _, cpus = result.stdout.split()
+    return int(steered), int(pinned), int(cpus)
+
+
+def test_an_executor_wakes_its_team_onto_other_cores_and_leaves_no_thread_pinned():
+    steered, pinned, cpus = placement(_FIXED_TEAM, pin_to_one_cpu=False)
+    assert pinned == 0
+    if cpus > 1:
+        # A loaded host may delay the park past a round's pause, or wake the
+        # executor early; most rounds find the team steered.
+        assert steered >= 3
+
+
+def test_a_process_pinned_to_one_cpu_keeps_its_threads_there():
+    steered, pinned, cpus = placement(_FIXED_TEAM, pin_to_one_cpu=True)
+    assert (steered, pinned, cpus) == (0, 0, 1)
+
 
 _FIXED_TEAM = {"MYDEV_DYNAMIC_THREADS": "0"}
 _DYNAMIC_TEAM = {"MYDEV_DYNAMIC_THREADS": "1"}  # the default outside the suite

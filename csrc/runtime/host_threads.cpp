@@ -186,13 +186,19 @@ void TeamSpin::note_woken() {
   }
 }
 
-bool team_threads_running() {
+TeamThreads team_threads() {
+  TeamThreads team;
   char name[16] = {};
-  if (prctl(PR_GET_NAME, name) != 0) return true;
+  if (prctl(PR_GET_NAME, name) != 0) {
+    team.any_running = true;
+    return team;
+  }
   DIR* tasks = opendir("/proc/self/task");
-  if (tasks == nullptr) return true;
+  if (tasks == nullptr) {
+    team.any_running = true;
+    return team;
+  }
   const std::string self = std::to_string(syscall(SYS_gettid));
-  bool running = false;
   while (const dirent* task = readdir(tasks)) {
     if (task->d_name[0] == '.' || self == task->d_name) continue;
     const std::string path =
@@ -207,14 +213,35 @@ bool team_threads_running() {
         close_paren[1] == '\0' || close_paren[2] == '\0') {
       continue;
     }
-    const std::string thread_name(open_paren + 1, close_paren);
-    if (thread_name == name && close_paren[2] == 'R') {
-      running = true;
-      break;
-    }
+    if (std::string(open_paren + 1, close_paren) != name) continue;
+    team.ids.push_back(pid_t(std::atoi(task->d_name)));
+    if (close_paren[2] == 'R') team.any_running = true;
   }
   closedir(tasks);
-  return running;
+  return team;
+}
+
+void TeamPlacement::steer_away(const std::vector<pid_t>& threads) {
+  const int own_cpu = sched_getcpu();
+  if (own_cpu < 0) return;
+  for (const pid_t thread : threads) {
+    cpu_set_t cpus;
+    if (sched_getaffinity(thread, sizeof cpus, &cpus) != 0) continue;
+    cpu_set_t others = cpus;
+    CPU_CLR(own_cpu, &others);
+    if (CPU_COUNT(&others) == 0 || CPU_EQUAL(&others, &cpus)) continue;
+    if (sched_setaffinity(thread, sizeof others, &others) == 0) {
+      steered_.emplace_back(thread, cpus);
+    }
+  }
+}
+
+void TeamPlacement::restore() {
+  // A thread that ended since (a released team) fails harmlessly.
+  for (const auto& [thread, cpus] : steered_) {
+    sched_setaffinity(thread, sizeof cpus, &cpus);
+  }
+  steered_.clear();
 }
 
 void release_host_threads() {

@@ -51,7 +51,7 @@
 // preempted kernel stretches: so not from kernels during which it was preempted
 // (TeamSpin). A host can stretch a kernel without preempting it, so before it
 // parks, the executor also looks whether a thread of its team is running at
-// all (team_threads_running). On a 2-core VM the first run of a kernel's code
+// all (team_threads). On a 2-core VM the first run of a kernel's code
 // after a pause took 50-120 us of the executor's own CPU time, against a few
 // microseconds warm (the caches the idle core or another guest left behind),
 // so every burst of small kernels had a kernel that looked parallel: the first
@@ -72,10 +72,15 @@
 // 2-core host beside one busy process has no thread left to spin.
 #pragma once
 
+#include <sched.h>
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "mydev_runtime.h"
 
@@ -146,14 +151,44 @@ class TeamSpin {
   long involuntary_switches_ = 0;  // at the previous look
 };
 
-// Whether a thread of the calling thread's OpenMP team is running or waiting
-// for a core (spinning, since the caller runs no region): the other threads
-// that bear the caller's name, which Linux threads inherit from the thread
-// that starts them, read from /proc/self/task (one file per thread of the
-// process, tens of microseconds). False when the thread has no team; true
-// when the threads cannot be read, as the caller must then assume they may
-// spin.
-bool team_threads_running();
+// The calling thread's OpenMP team: the other threads that bear the
+// caller's name, which Linux threads inherit from the thread that starts
+// them, read from /proc/self/task (one file per thread of the process, tens
+// of microseconds).
+struct TeamThreads {
+  std::vector<pid_t> ids;
+  // Whether one of them is running or waiting for a core (spinning, since
+  // the caller runs no region). True when the threads cannot be read, as the
+  // caller must then assume they may spin.
+  bool any_running = false;
+};
+TeamThreads team_threads();
+
+// Where an executor's team wakes after the executor slept. A thread woken
+// by a thread that runs is queued on a core, and when every core was busy
+// at that moment (the executor, and the host thread that launched and has
+// yet to block in its synchronize) it is queued behind the executor: the
+// executor then spins at its region's barrier for a thread that waits for
+// the executor's core, while the host's core falls idle, and the scheduler
+// does not move a thread that just ran where it is. On a 2-core VM a
+// 256x256 matmul issued 3-10 ms after the previous one took 1-2 ms, and
+// 10-20 ms one time in ten: 4 ms time slices, the two threads taking turns
+// on one core while the other idled (perf sched timehist). So before it
+// wakes its team (ending a park, or starting its first kernel's region), an
+// executor that slept takes its own core from the team threads' CPUs, and
+// gives the CPUs back once the kernels it woke for are done: woken, a
+// thread stays on the core it was given. Executor-thread state.
+class TeamPlacement {
+ public:
+  // Each of `threads` may run on its CPUs except the caller's current one
+  // (a thread with no other CPU keeps its own).
+  void steer_away(const std::vector<pid_t>& threads);
+  // Gives each steered thread the CPUs it had.
+  void restore();
+
+ private:
+  std::vector<std::pair<pid_t, cpu_set_t>> steered_;
+};
 
 // Releases the calling thread's OpenMP team, if it has one and OpenMP is in
 // the process (the driver's own test program runs without it). Inside a

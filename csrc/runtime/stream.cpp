@@ -140,6 +140,8 @@ void Stream::executor_main() {
 }
 
 void Stream::wait_for_work() {
+  // The kernels it woke its team for are done (host_threads.h).
+  team_placement_.restore();
   // Spin before sleeping: the next launch usually comes within
   // microseconds, and a futex wake would cost more than the kernel. spin.h
   // says how long.
@@ -155,8 +157,14 @@ void Stream::wait_for_work() {
     if (!woke) {
       const auto now = std::chrono::steady_clock::now();
       const auto release_at = now + kReleaseKernelTeamAfter;
-      const auto sleep = [&] { return sleep_until_work(release_at); };
-      woke = team_spin_.may_spin(now) && team_threads_running()
+      const TeamThreads team = team_threads();
+      // Parked, the team wakes when this returns: steered first.
+      const auto sleep = [&] {
+        const bool work = sleep_until_work(release_at);
+        if (work) team_placement_.steer_away(team.ids);
+        return work;
+      };
+      woke = team_spin_.may_spin(now) && team.any_running
                  ? park_host_threads_while(sleep)
                  : sleep();
     }

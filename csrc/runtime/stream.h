@@ -123,7 +123,8 @@ class Stream {
   // Kernels ran since the executor last released its team (host_threads.h),
   // so it may have one to park. Executor-thread state.
   bool kernels_ran_since_release_ = false;
-  TeamSpin team_spin_;  // whether parking the team is worth it
+  TeamSpin team_spin_;            // whether parking the team is worth it
+  TeamPlacement team_placement_;  // its team's CPUs as it wakes after a sleep
   std::thread executor_;
 };
 

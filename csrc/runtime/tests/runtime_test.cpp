@@ -14,6 +14,7 @@
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1451,8 +1452,9 @@ void test_team_spin() {
   CHECK(long_kernel_counts());
 }
 
-void test_team_threads_running() {
-  using mydev_sim::team_threads_running;
+bool team_threads_running() { return mydev_sim::team_threads().any_running; }
+
+void test_team_threads() {
   // A thread of its own name, whose threads stand in for an OpenMP team:
   // they inherit the name, as libgomp's do from the executor.
   std::thread executor([] {
@@ -1467,6 +1469,7 @@ void test_team_threads_running() {
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     CHECK(!team_threads_running());  // a team asleep
+    CHECK(mydev_sim::team_threads().ids.size() == 1);
     std::atomic<bool> spinning{false};
     std::thread spinner([&] {
       spinning = true;
@@ -1499,6 +1502,73 @@ void test_team_threads_running() {
   CHECK(!team_threads_running());
   stop = true;
   other.join();
+}
+
+// A thread's CPUs, as the scheduler holds them.
+cpu_set_t cpus_of(pid_t thread) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  CHECK(sched_getaffinity(thread, sizeof cpus, &cpus) == 0);
+  return cpus;
+}
+
+void test_team_placement() {
+  // A sleeping thread stands in for a parked team's; the steering thread for
+  // the executor, kept on one CPU so that "its current CPU" holds still.
+  std::mutex mutex;
+  std::condition_variable woken;
+  bool stop = false;
+  pid_t sleeper_id = 0;
+  std::thread sleeper([&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    sleeper_id = pid_t(syscall(SYS_gettid));
+    woken.notify_all();
+    woken.wait(lock, [&] { return stop; });
+  });
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    woken.wait(lock, [&] { return sleeper_id != 0; });
+  }
+  const cpu_set_t all = cpus_of(0);
+  std::thread executor([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    int own = 0;
+    while (!CPU_ISSET(own, &all)) ++own;
+    CPU_SET(own, &one);
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
+    mydev_sim::TeamPlacement placement;
+    placement.steer_away({sleeper_id});
+    const cpu_set_t steered = cpus_of(sleeper_id);
+    if (CPU_COUNT(&all) > 1) {
+      // Every CPU it had but the executor's.
+      cpu_set_t expected = all;
+      CPU_CLR(own, &expected);
+      CHECK(CPU_EQUAL(&steered, &expected));
+    } else {
+      CHECK(CPU_EQUAL(&steered, &all));  // no other CPU: left as it was
+    }
+    placement.restore();
+    const cpu_set_t restored = cpus_of(sleeper_id);
+    CHECK(CPU_EQUAL(&restored, &all));
+    // A thread that may run on the executor's CPU only keeps it.
+    CHECK(sched_setaffinity(sleeper_id, sizeof one, &one) == 0);
+    placement.steer_away({sleeper_id});
+    const cpu_set_t kept = cpus_of(sleeper_id);
+    CHECK(CPU_EQUAL(&kept, &one));
+    placement.restore();
+    CHECK(sched_setaffinity(sleeper_id, sizeof all, &all) == 0);
+    // A thread that has ended is passed over.
+    placement.steer_away({pid_t(-1)});
+    placement.restore();
+  });
+  executor.join();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stop = true;
+  }
+  woken.notify_all();
+  sleeper.join();
 }
 
 int main(int argc, char** argv) {
@@ -1542,7 +1612,8 @@ int main(int argc, char** argv) {
       {"peer memory", test_peer_memory},
       {"kernel team size", test_kernel_team_size},
       {"team spin", test_team_spin},
-      {"team threads running", test_team_threads_running},
+      {"team threads", test_team_threads},
+      {"team placement", test_team_placement},
       {"latency", skip_latency ? nullptr : measure_latency},
   };
   for (const Case& c : cases) {
