@@ -64,11 +64,13 @@ def voluntary_switches(status):
             return int(line.split()[1])
     return 0
 
-def team_wakeups():
+def team_tasks():
     # The executor's own thread started first; the others are its team.
-    team = sorted(tasks_named("mydev0-s"), key=int)[1:]
+    return sorted(tasks_named("mydev0-s"), key=int)[1:]
+
+def team_wakeups():
     total = 0
-    for task in team:
+    for task in team_tasks():
         with open(f"/proc/self/task/{task}/status") as status:
             total += voluntary_switches(status.read())
     return total
@@ -225,8 +227,7 @@ _PLACEMENT_SCRIPT = (
 cpus = os.sched_getaffinity(0)
 
 def team_cpu_counts():
-    team = sorted(tasks_named("mydev0-s"), key=int)[1:]
-    return [len(os.sched_getaffinity(int(task))) for task in team]
+    return [len(os.sched_getaffinity(int(task))) for task in team_tasks()]
 
 a = torch.randn(384, 384, device="mydev")
 product = a @ a  # ATen's matmul parallelises over the team
